@@ -1,0 +1,571 @@
+//! The Balance pass of LowNodeUtilization (descheduler v0.36 `lownodeutilization.go`,
+//! `nodeutilization.go`, requests-based usage client), over the zero-copy snapshot.
+//!
+//! 1. Usage per node in scope: the summed effective requests of its non-terminal pods for every
+//!    resource in the thresholds plus cpu, memory and pods (`pods` = the pod count).
+//! 2. Percentages of allocatable (cpu in milli-units, every other resource in whole units, as
+//!    `Quantity.Value()` rounds), then thresholds: the configured ones, or with
+//!    `useDeviationThresholds` the mean ∓ the configured deviations, clamped to [0, 100].
+//! 3. Classification: underutilized (schedulable, every listed resource ≤ its threshold), else
+//!    overutilized (some listed resource > its target), else appropriately utilized.
+//! 4. Nothing to do when no node is underutilized, when #under ≤ numberOfNodes, when every node is
+//!    underutilized or when no node is overutilized.
+//! 5. Headroom pool: Σ over underutilized nodes of `allocatable × target% − usage`.
+//! 6. Overutilized nodes by descending raw usage sum; on each, removable pods (evictor Filter) by
+//!    priority, QoS and prefer-no-eviction; each must tolerate the taints of some underutilized node
+//!    (descheduler's crude count check), not be in an excluded namespace and pass
+//!    PreEvictionFilter; each accepted proposal moves its requests out of the node and the pool.
+//!    A node stops when it is no longer above target, the pool runs dry, `evictionLimits.node` is
+//!    reached or the host reports the node limit; the pass stops on the total limit.
+//!
+//! Indexes are dense (scope positions, resource slots); strings are resolved only for reasons.
+
+use rebalancer_policy_sdk::k8s::taints;
+use rebalancer_policy_sdk::model::{ArchivedTaintEffect, NONE, QosClass, StrId};
+use rebalancer_policy_sdk::view::kv_get;
+use rebalancer_policy_sdk::{Cluster, Context, NodeRef, PodRef, Refusal};
+
+use crate::args::{LowNodeUtilizationArgs, METRIC_RESOURCE};
+
+const CPU: &str = "cpu";
+const MEMORY: &str = "memory";
+const PODS: &str = "pods";
+/// descheduler's `descheduler.alpha.kubernetes.io/prefer-no-eviction` annotation.
+pub const PREFER_NO_EVICTION: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
+
+/// How a resource's amounts are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Compared in milli-units.
+    Cpu,
+    /// The pod count, not a request.
+    Pods,
+    /// descheduler's Prometheus pseudo-resource: every node has a capacity of 100.
+    Metric,
+    /// memory and every other resource: compared in whole units (`Quantity.Value()`).
+    Other,
+}
+
+/// One resource the pass tracks (descheduler's `extendedResourceNames`).
+#[derive(Debug, Clone)]
+struct Resource {
+    /// Interned id; `None` when no object of the snapshot mentions the resource.
+    id: Option<StrId>,
+    kind: Kind,
+    /// Index into the configured thresholds, when listed there.
+    listed: Option<usize>,
+}
+
+/// Usage and capacity of one node in scope.
+#[derive(Debug, Clone)]
+struct NodeUsage {
+    node: u32,
+    /// Non-terminal pods on the node, in snapshot order.
+    pods: Vec<u32>,
+    /// Per resource slot, milli-units.
+    usage: Vec<i64>,
+    /// Per resource slot, milli-units; `None` when the node does not report the resource.
+    capacity: Vec<Option<i64>>,
+    /// Per resource slot: capacity capped at the node's high threshold (descheduler's
+    /// `available`), milli-units.
+    capped: Vec<i64>,
+}
+
+/// Summary of one pass, for logs and tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub nodes: usize,
+    pub underutilized: usize,
+    pub overutilized: usize,
+    pub proposed: usize,
+    pub refused: usize,
+    /// Why the pass did nothing or stopped early, if it did.
+    pub stopped: Option<String>,
+}
+
+/// Thresholds as percentages per listed resource (`None`: no threshold for it, as when no node
+/// reports the resource and the mean is undefined).
+#[derive(Debug, Clone)]
+struct Limits {
+    low: Vec<Option<f64>>,
+    high: Vec<Option<f64>>,
+}
+
+pub fn balance(ctx: &mut Context<'_>, args: &LowNodeUtilizationArgs) -> Result<Outcome, String> {
+    let cluster = ctx.cluster;
+    let scope = ctx.nodes();
+    let mut outcome = Outcome {
+        nodes: scope.len(),
+        ..Outcome::default()
+    };
+
+    let listed: Vec<&String> = args.thresholds.keys().collect();
+    let resources = resources(cluster, &listed);
+    let mut nodes = node_usages(cluster, &scope, &resources)?;
+
+    // Percentages of allocatable, per node and listed resource (`None`: the node does not report
+    // the resource, which descheduler leaves out of the map and so compares as 0).
+    let percent: Vec<Vec<Option<f64>>> = nodes
+        .iter()
+        .map(|n| listed_percentages(n, &resources, listed.len()))
+        .collect();
+    let limits = limits(args, &listed, &percent);
+
+    // Classification.
+    let mut under: Vec<usize> = Vec::new();
+    let mut over: Vec<usize> = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        // descheduler tests `threshold < usage`; percentages are finite, so this is its negation.
+        let below = |r: usize, limit: f64| percent[i][r].unwrap_or(0.0) <= limit;
+        let is_under = !cluster.node(n.node).is_unschedulable()
+            && limits
+                .low
+                .iter()
+                .enumerate()
+                .all(|(r, l)| l.is_none_or(|l| below(r, l)));
+        if is_under {
+            under.push(i);
+            continue;
+        }
+        let is_over = limits
+            .high
+            .iter()
+            .enumerate()
+            .any(|(r, l)| l.is_some_and(|l| !below(r, l)));
+        if is_over {
+            over.push(i);
+        }
+    }
+    outcome.underutilized = under.len();
+    outcome.overutilized = over.len();
+
+    let stop = if under.is_empty() {
+        Some("no node is underutilized".to_string())
+    } else if (under.len() as i64) <= args.number_of_nodes {
+        Some(format!(
+            "{} underutilized nodes, not more than numberOfNodes ({})",
+            under.len(),
+            args.number_of_nodes
+        ))
+    } else if under.len() == scope.len() {
+        Some("all nodes are underutilized".to_string())
+    } else if over.is_empty() {
+        Some("no node is above its target utilization".to_string())
+    } else {
+        None
+    };
+    if let Some(why) = stop {
+        outcome.stopped = Some(why);
+        return Ok(outcome);
+    }
+
+    for n in &mut nodes {
+        n.capped = capped_capacity(n, &resources, &limits.high);
+    }
+
+    // Headroom of the underutilized nodes, pooled.
+    let mut pool: Vec<i128> = vec![0; resources.len()];
+    for &i in &under {
+        for (r, slot) in pool.iter_mut().enumerate() {
+            *slot += i128::from(nodes[i].capped[r]) - i128::from(nodes[i].usage[r]);
+        }
+    }
+
+    // Overutilized nodes by descending raw usage (cpu milli-units + whole units of the rest).
+    over.sort_by_key(|&i| {
+        std::cmp::Reverse(
+            resources
+                .iter()
+                .enumerate()
+                .map(|(r, res)| i128::from(whole_or_milli(res.kind, nodes[i].usage[r])))
+                .sum::<i128>(),
+        )
+    });
+
+    let destinations = Destinations::new(cluster, under.iter().map(|&i| nodes[i].node));
+    let excluded: Vec<StrId> = args
+        .evictable_namespaces
+        .as_ref()
+        .map(|ns| {
+            ns.exclude
+                .iter()
+                .filter_map(|n| cluster.lookup(n))
+                .collect()
+        })
+        .unwrap_or_default();
+    let prefer_no_eviction = cluster.lookup(PREFER_NO_EVICTION);
+    let node_limit = args.eviction_limits.as_ref().and_then(|l| l.node);
+    let describe = Describe {
+        resources: &resources,
+        listed: &listed,
+        limits: &limits,
+        under: under.len(),
+    };
+
+    'nodes: for &i in &over {
+        let source = &mut nodes[i];
+        // descheduler classifies the pods first and then checks the stop condition; the filter
+        // has no side effects, so checking first only saves the host call.
+        if !keep_evicting(source, &pool) {
+            continue;
+        }
+        let mut removable = ctx.filter(&source.pods);
+        removable.sort_by_key(|&p| eviction_order(cluster.pod(p), prefer_no_eviction));
+        let mut evicted: u64 = 0;
+        for pod_id in removable {
+            if node_limit.is_some_and(|limit| evicted >= limit) {
+                break;
+            }
+            let pod = cluster.pod(pod_id);
+            if !destinations.tolerated_by(pod) {
+                continue;
+            }
+            if excluded.contains(&pod.namespace_id()) {
+                continue;
+            }
+            if !ctx.passes_pre_eviction_filter(pod_id) {
+                continue;
+            }
+            let reason = describe.reason(cluster.node(source.node), source);
+            match ctx.propose_eviction(pod_id, &reason) {
+                Ok(()) => outcome.proposed += 1,
+                Err(Refusal::NodeLimit) => {
+                    outcome.refused += 1;
+                    continue 'nodes;
+                }
+                Err(Refusal::TotalLimit) => {
+                    outcome.refused += 1;
+                    outcome.stopped = Some("the run's total eviction limit was reached".into());
+                    return Ok(outcome);
+                }
+                Err(other) => {
+                    outcome.refused += 1;
+                    ctx.debug(&format!(
+                        "eviction of {}/{} refused: {other}",
+                        pod.namespace(),
+                        pod.name()
+                    ));
+                    continue;
+                }
+            }
+            evicted += 1;
+            for (r, res) in resources.iter().enumerate() {
+                let amount = match res.kind {
+                    Kind::Pods => 1000,
+                    _ => res.id.map_or(0, |id| pod.request(id)),
+                };
+                source.usage[r] -= amount;
+                pool[r] -= i128::from(amount);
+            }
+            if !keep_evicting(source, &pool) {
+                break;
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// descheduler's `extendedResourceNames`: the listed resources, then cpu, memory and pods.
+fn resources(cluster: Cluster<'_>, listed: &[&String]) -> Vec<Resource> {
+    let mut names: Vec<&str> = listed.iter().map(|s| s.as_str()).collect();
+    for basic in [CPU, MEMORY, PODS] {
+        if !names.contains(&basic) {
+            names.push(basic);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| Resource {
+            id: cluster.lookup(name),
+            kind: match name {
+                CPU => Kind::Cpu,
+                PODS => Kind::Pods,
+                METRIC_RESOURCE => Kind::Metric,
+                _ => Kind::Other,
+            },
+            listed: listed.iter().position(|l| l.as_str() == name),
+        })
+        .collect()
+}
+
+/// Usage and capacity of every node in scope (one pass over the pods).
+fn node_usages(
+    cluster: Cluster<'_>,
+    scope: &[u32],
+    resources: &[Resource],
+) -> Result<Vec<NodeUsage>, String> {
+    let mut position = vec![NONE; cluster.node_count()];
+    let mut nodes: Vec<NodeUsage> = Vec::with_capacity(scope.len());
+    for (pos, &node_id) in scope.iter().enumerate() {
+        let slot = position
+            .get_mut(node_id as usize)
+            .ok_or_else(|| format!("host listed node {node_id}, which is not in the snapshot"))?;
+        *slot = pos as u32;
+        let node = cluster.node(node_id);
+        nodes.push(NodeUsage {
+            node: node_id,
+            pods: Vec::new(),
+            usage: vec![0; resources.len()],
+            capacity: resources.iter().map(|r| capacity(node, r)).collect(),
+            capped: Vec::new(),
+        });
+    }
+    // Resource slots by interned id, for one scan of each pod's request list.
+    let slots: Vec<(StrId, usize)> = resources
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.kind != Kind::Pods)
+        .filter_map(|(i, r)| r.id.map(|id| (id, i)))
+        .collect();
+    let pods_slot = resources.iter().position(|r| r.kind == Kind::Pods);
+    for pod in cluster.pods() {
+        let Some(node) = pod.node() else { continue };
+        let pos = position[node as usize];
+        if pos == NONE || pod.is_terminal() {
+            continue;
+        }
+        let n = &mut nodes[pos as usize];
+        n.pods.push(pod.id);
+        if let Some(slot) = pods_slot {
+            n.usage[slot] += 1000;
+        }
+        for q in pod.raw.requests.iter() {
+            let resource = q.resource.to_native();
+            if let Some(&(_, slot)) = slots.iter().find(|(id, _)| *id == resource) {
+                n.usage[slot] += q.milli.to_native();
+            }
+        }
+    }
+    Ok(nodes)
+}
+
+/// Allocatable of a resource in milli-units, `None` when the node does not report it.
+fn capacity(node: NodeRef<'_>, resource: &Resource) -> Option<i64> {
+    if resource.kind == Kind::Metric {
+        return Some(100_000);
+    }
+    let id = resource.id?;
+    node.raw
+        .allocatable
+        .iter()
+        .find(|q| q.resource.to_native() == id)
+        .map(|q| q.milli.to_native())
+}
+
+/// `Quantity.Value()` of a milli amount: whole units, rounded up.
+fn whole_units(milli: i64) -> i64 {
+    milli.div_euclid(1000) + i64::from(milli.rem_euclid(1000) != 0)
+}
+
+/// cpu in milli-units, everything else in whole units (descheduler's unit for each).
+fn whole_or_milli(kind: Kind, milli: i64) -> i64 {
+    if kind == Kind::Cpu {
+        milli
+    } else {
+        whole_units(milli)
+    }
+}
+
+/// `ResourceUsageToResourceThreshold` for the listed resources.
+fn listed_percentages(node: &NodeUsage, resources: &[Resource], listed: usize) -> Vec<Option<f64>> {
+    let mut out = vec![None; listed];
+    for (r, res) in resources.iter().enumerate() {
+        let Some(l) = res.listed else { continue };
+        out[l] = node.capacity[r].map(|cap| {
+            let used = whole_or_milli(res.kind, node.usage[r]);
+            let cap = whole_or_milli(res.kind, cap);
+            if cap > 0 {
+                used as f64 / cap as f64 * 100.0
+            } else {
+                0.0
+            }
+        });
+    }
+    out
+}
+
+/// Static thresholds, or the mean ∓ deviations clamped to [0, 100].
+fn limits(
+    args: &LowNodeUtilizationArgs,
+    listed: &[&String],
+    percent: &[Vec<Option<f64>>],
+) -> Limits {
+    if !args.use_deviation_thresholds {
+        return Limits {
+            low: listed.iter().map(|n| Some(args.thresholds[*n])).collect(),
+            high: listed
+                .iter()
+                .map(|n| Some(args.target_thresholds[*n]))
+                .collect(),
+        };
+    }
+    let mut low = Vec::with_capacity(listed.len());
+    let mut high = Vec::with_capacity(listed.len());
+    for (r, name) in listed.iter().enumerate() {
+        let (sum, count) = percent
+            .iter()
+            .filter_map(|p| p[r])
+            .fold((0.0f64, 0u32), |(s, c), v| (s + v, c + 1));
+        if count == 0 {
+            low.push(None);
+            high.push(None);
+            continue;
+        }
+        let mean = sum / f64::from(count);
+        let clamp = |v: f64| v.clamp(0.0, 100.0);
+        low.push(Some(clamp(mean + -args.thresholds[*name])));
+        high.push(Some(clamp(mean + args.target_thresholds[*name])));
+    }
+    Limits { low, high }
+}
+
+/// descheduler's `capNodeCapacitiesToThreshold` with the node's high threshold.
+fn capped_capacity(node: &NodeUsage, resources: &[Resource], high: &[Option<f64>]) -> Vec<i64> {
+    resources
+        .iter()
+        .enumerate()
+        .map(|(r, res)| {
+            let Some(cap) = node.capacity[r] else {
+                return 0;
+            };
+            let Some(threshold) = res.listed.and_then(|l| high[l]) else {
+                return cap;
+            };
+            let fraction = |capacity: i64| (threshold * 0.01 * capacity as f64) as i64;
+            match res.kind {
+                Kind::Cpu => fraction(cap),
+                _ => fraction(whole_units(cap)).saturating_mul(1000),
+            }
+        })
+        .collect()
+}
+
+/// descheduler's `continueEvictionCond`: the node is still above its capped capacity for some
+/// resource, and the pool has room left for every resource.
+fn keep_evicting(node: &NodeUsage, pool: &[i128]) -> bool {
+    let above = node
+        .capped
+        .iter()
+        .zip(&node.usage)
+        .any(|(cap, used)| cap < used);
+    above && pool.iter().all(|&room| room > 0)
+}
+
+/// Sort key: priority ascending with unset first, then QoS BestEffort < Burstable < Guaranteed,
+/// then pods without prefer-no-eviction first (descheduler's `SortPodsBasedOnPriorityLowToHigh`).
+fn eviction_order(pod: PodRef<'_>, prefer_no_eviction: Option<StrId>) -> (bool, i32, u8, bool) {
+    let priority = pod.priority();
+    let qos = match pod.qos() {
+        QosClass::BestEffort => 0,
+        QosClass::Burstable => 1,
+        QosClass::Guaranteed => 2,
+    };
+    let prefers_staying =
+        prefer_no_eviction.is_some_and(|key| kv_get(&pod.raw.annotations, key).is_some());
+    (
+        priority.is_some(),
+        priority.unwrap_or(0),
+        qos,
+        prefers_staying,
+    )
+}
+
+/// The underutilized nodes' taints, grouped by identical taint lists.
+struct Destinations<'a> {
+    /// One node per distinct taint list.
+    representatives: Vec<NodeRef<'a>>,
+    /// Some destination has no taints at all: every pod passes.
+    any_untainted: bool,
+}
+
+impl<'a> Destinations<'a> {
+    fn new(cluster: Cluster<'a>, nodes: impl Iterator<Item = u32>) -> Self {
+        let mut seen: Vec<Vec<(StrId, StrId, u8)>> = Vec::new();
+        let mut representatives = Vec::new();
+        let mut any_untainted = false;
+        for id in nodes {
+            let node = cluster.node(id);
+            let taints: Vec<(StrId, StrId, u8)> = node
+                .raw
+                .taints
+                .iter()
+                .map(|t| {
+                    let effect = match t.effect {
+                        ArchivedTaintEffect::NoSchedule => 0,
+                        ArchivedTaintEffect::PreferNoSchedule => 1,
+                        ArchivedTaintEffect::NoExecute => 2,
+                    };
+                    (t.key.to_native(), t.value.to_native(), effect)
+                })
+                .collect();
+            if taints.is_empty() {
+                any_untainted = true;
+            }
+            if !seen.contains(&taints) {
+                seen.push(taints);
+                representatives.push(node);
+            }
+        }
+        Destinations {
+            representatives,
+            any_untainted,
+        }
+    }
+
+    /// descheduler's `PodToleratesTaints`: some destination whose taints are no more numerous than
+    /// the pod's tolerations has every taint (any effect) tolerated.
+    fn tolerated_by(&self, pod: PodRef<'_>) -> bool {
+        // An untainted destination passes the count check and tolerates trivially.
+        self.any_untainted
+            || taints::tolerates_any_node_by_count(pod, self.representatives.iter().copied())
+    }
+}
+
+/// Writes reasons: the node's current percentages against the thresholds.
+struct Describe<'a> {
+    resources: &'a [Resource],
+    listed: &'a [&'a String],
+    limits: &'a Limits,
+    under: usize,
+}
+
+impl Describe<'_> {
+    fn reason(&self, node: NodeRef<'_>, usage: &NodeUsage) -> String {
+        let percent = listed_percentages(usage, self.resources, self.listed.len());
+        let mut now = Vec::new();
+        let mut target = Vec::new();
+        let mut low = Vec::new();
+        for (l, name) in self.listed.iter().enumerate() {
+            now.push(format!("{name} {:.1}%", percent[l].unwrap_or(0.0)));
+            if let Some(h) = self.limits.high[l] {
+                target.push(format!("{name} {}%", trim(h)));
+            }
+            if let Some(t) = self.limits.low[l] {
+                low.push(format!("{name} ≤ {}%", trim(t)));
+            }
+        }
+        let (noun, verb) = if self.under == 1 {
+            ("node", "has")
+        } else {
+            ("nodes", "have")
+        };
+        let count = self.under;
+        format!(
+            "node {} is above its target utilization ({} of allocatable; targets {}); {count} \
+             underutilized {noun} ({}) {verb} room for its pods",
+            node.name(),
+            now.join(", "),
+            target.join(", "),
+            low.join(", ")
+        )
+    }
+}
+
+/// A percentage without a trailing `.0`.
+fn trim(p: f64) -> String {
+    if p.fract() == 0.0 {
+        format!("{p:.0}")
+    } else {
+        format!("{p:.1}")
+    }
+}

@@ -1,0 +1,167 @@
+//! RemoveDuplicates args: the serde shape of descheduler's `RemoveDuplicatesArgs`, its validation
+//! and the hand-written JSON Schema. Owns no plugin logic.
+
+use rebalancer_policy_sdk::ArgError;
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// `RemoveDuplicatesArgs` of descheduler v0.36 (`removeduplicates/types.go`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RemoveDuplicatesArgs {
+    /// Pods with an ownerRef of one of these kinds are left alone (e.g. `ReplicaSet`).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub exclude_owner_kinds: Vec<String>,
+    /// Namespaces whose pods are considered: `include` or `exclude`, not both.
+    #[serde(default)]
+    pub namespaces: Option<Namespaces>,
+}
+
+/// descheduler's `api.Namespaces`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Namespaces {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub include: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub exclude: Vec<String>,
+}
+
+/// Go decodes `null` into a nil slice; accept it the same way.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// `ValidateRemoveDuplicatesArgs`: at most one of include/exclude may be set.
+pub fn validate(args: &RemoveDuplicatesArgs) -> Vec<ArgError> {
+    let mut errors = Vec::new();
+    if let Some(ns) = &args.namespaces
+        && !ns.include.is_empty()
+        && !ns.exclude.is_empty()
+    {
+        errors.push(ArgError::new(
+            "namespaces",
+            "only one of Include/Exclude namespaces can be set",
+        ));
+    }
+    errors
+}
+
+/// JSON Schema (draft 2020-12) of [`RemoveDuplicatesArgs`].
+pub fn schema() -> serde_json::Value {
+    serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "RemoveDuplicatesArgs",
+        "description": "Args of descheduler's RemoveDuplicates plugin (v0.36).",
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "excludeOwnerKinds": {
+                "description": "Pods owned (any ownerRef) by one of these kinds are never evicted, \
+                                e.g. [\"ReplicaSet\"] to leave Deployments alone.",
+                "type": ["array", "null"],
+                "items": { "type": "string" },
+                "default": []
+            },
+            "namespaces": {
+                "description": "Restrict the pods considered by namespace: either include or \
+                                exclude, not both.",
+                "type": ["object", "null"],
+                "additionalProperties": false,
+                "properties": {
+                    "include": { "type": ["array", "null"], "items": { "type": "string" } },
+                    "exclude": { "type": ["array", "null"], "items": { "type": "string" } }
+                },
+                "not": {
+                    "properties": {
+                        "include": { "type": "array", "minItems": 1 },
+                        "exclude": { "type": "array", "minItems": 1 }
+                    },
+                    "required": ["include", "exclude"]
+                },
+                "default": null
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<RemoveDuplicatesArgs, String> {
+        let args: RemoveDuplicatesArgs = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        let errors = validate(&args);
+        if errors.is_empty() {
+            Ok(args)
+        } else {
+            Err(errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "))
+        }
+    }
+
+    #[test]
+    fn table() {
+        struct Case {
+            name: &'static str,
+            json: &'static str,
+            error: Option<&'static str>,
+        }
+        let cases = [
+            Case {
+                name: "empty",
+                json: "{}",
+                error: None,
+            },
+            Case {
+                name: "exclude kinds",
+                json: r#"{"excludeOwnerKinds":["ReplicaSet"]}"#,
+                error: None,
+            },
+            Case {
+                name: "nulls",
+                json: r#"{"excludeOwnerKinds":null,"namespaces":null}"#,
+                error: None,
+            },
+            Case {
+                name: "include only",
+                json: r#"{"namespaces":{"include":["a"],"exclude":[]}}"#,
+                error: None,
+            },
+            Case {
+                name: "both set",
+                json: r#"{"namespaces":{"include":["a"],"exclude":["b"]}}"#,
+                error: Some("namespaces: only one of Include/Exclude namespaces can be set"),
+            },
+            Case {
+                name: "unknown field",
+                json: r#"{"excludeOwnerKind":["ReplicaSet"]}"#,
+                error: Some("unknown field `excludeOwnerKind`"),
+            },
+            Case {
+                name: "unknown namespaces field",
+                json: r#"{"namespaces":{"includes":["a"]}}"#,
+                error: Some("unknown field `includes`"),
+            },
+        ];
+        for case in cases {
+            match (parse(case.json), case.error) {
+                (Ok(_), None) => {}
+                (Err(e), Some(want)) => {
+                    assert!(
+                        e.contains(want),
+                        "{}: error {e:?} lacks {want:?}",
+                        case.name
+                    )
+                }
+                (got, want) => panic!("{}: got {got:?}, want error {want:?}", case.name),
+            }
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! The Balance pass of RemoveDuplicates (descheduler v0.36 `removeduplicates.go`), over the
+//! zero-copy snapshot.
+//!
+//! 1. Candidates: non-terminal pods on the nodes in scope that have an ownerRef, none of whose
+//!    kinds is excluded, in an allowed namespace, and that pass the evictor's Filter and
+//!    PreEvictionFilter.
+//! 2. Per node, a pod whose duplicate key (the sorted `ns/kind/name/image` list over ownerRefs ×
+//!    containers) was already seen on that node is a duplicate; it is recorded under each of its
+//!    owner keys (ns, kind, name, image set). Every candidate counts one occurrence per owner key.
+//! 3. Per owner key with duplicates: the feasible target nodes ([`crate::feasible`]); fewer than two
+//!    means nothing to do; else `upperAvg = ceil(occurrences / feasible)` and on each node the pods
+//!    beyond `upperAvg` are proposed, reacting to refusals like descheduler reacts to eviction
+//!    errors (node limit → next node, total limit → stop, anything else → next pod).
+//!
+//! Everything is keyed on integers (interned strings, pod/node indexes); strings are resolved
+//! only to write reasons. Owner keys are visited in order of first appearance and nodes in scope
+//! order, so runs are reproducible (descheduler iterates Go maps, so its order is random).
+
+use rebalancer_policy_sdk::model::{ContainerKind, NONE, StrId};
+use rebalancer_policy_sdk::{Cluster, Context, Refusal};
+
+use crate::args::{Namespaces, RemoveDuplicatesArgs};
+use crate::feasible::Feasibility;
+use crate::intern::{FxHashMap, SliceInterner};
+
+/// One owner key: descheduler's `podOwner{namespace, kind, name, imagesHash}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct OwnerKey {
+    namespace: StrId,
+    kind: StrId,
+    name: StrId,
+    /// Interned sorted image list.
+    images: u32,
+}
+
+#[derive(Debug)]
+struct Group {
+    key: OwnerKey,
+    /// Candidates with this owner key, on all nodes in scope.
+    occurrences: u32,
+    /// Duplicates (every candidate but the first per node), as (scope position, pod), in scope
+    /// order then snapshot order.
+    duplicates: Vec<(u32, u32)>,
+}
+
+/// Which namespaces the `namespaces` arg lets through, resolved to string ids.
+#[derive(Debug)]
+enum NamespaceFilter {
+    All,
+    Include(Vec<StrId>),
+    Exclude(Vec<StrId>),
+}
+
+impl NamespaceFilter {
+    fn new(cluster: Cluster<'_>, namespaces: Option<&Namespaces>) -> Self {
+        let resolve = |names: &[String]| names.iter().filter_map(|n| cluster.lookup(n)).collect();
+        match namespaces {
+            Some(ns) if !ns.include.is_empty() => NamespaceFilter::Include(resolve(&ns.include)),
+            Some(ns) if !ns.exclude.is_empty() => NamespaceFilter::Exclude(resolve(&ns.exclude)),
+            _ => NamespaceFilter::All,
+        }
+    }
+
+    fn allows(&self, namespace: StrId) -> bool {
+        match self {
+            NamespaceFilter::All => true,
+            NamespaceFilter::Include(ids) => ids.contains(&namespace),
+            NamespaceFilter::Exclude(ids) => !ids.contains(&namespace),
+        }
+    }
+}
+
+/// Summary of one pass, for logs and tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub candidates: usize,
+    pub owners_with_duplicates: usize,
+    pub proposed: usize,
+    pub refused: usize,
+}
+
+pub fn balance(ctx: &mut Context<'_>, args: &RemoveDuplicatesArgs) -> Result<Outcome, String> {
+    let cluster = ctx.cluster;
+    let nodes = ctx.nodes();
+    let mut outcome = Outcome::default();
+
+    // Scope position of each node id (NONE outside the scope).
+    let mut position = vec![NONE; cluster.node_count()];
+    for (pos, &node) in nodes.iter().enumerate() {
+        let slot = position
+            .get_mut(node as usize)
+            .ok_or_else(|| format!("host listed node {node}, which is not in the snapshot"))?;
+        *slot = pos as u32;
+    }
+
+    let candidates = candidates(ctx, args, &position);
+    outcome.candidates = candidates.len();
+    if candidates.is_empty() {
+        return Ok(outcome);
+    }
+    let groups = find_duplicates(cluster, &candidates, &position, nodes.len());
+    outcome.owners_with_duplicates = groups.len();
+
+    let mut feasibility = Feasibility::new(cluster, &nodes);
+    for group in &groups {
+        let feasible = feasibility.target_node_count(group.duplicates.iter().map(|&(_, pod)| pod));
+        if feasible < 2 {
+            ctx.debug(&format!(
+                "{}: fewer than two feasible nodes for the duplicates to land on, skipping",
+                describe_owner(cluster, &group.key)
+            ));
+            continue;
+        }
+        let upper_avg = group.occurrences.div_ceil(feasible as u32) as usize;
+        for on_node in group.duplicates.chunk_by(|a, b| a.0 == b.0) {
+            // `on_node` holds the duplicates only; the first pod seen on the node is kept.
+            let on_node_total = on_node.len() + 1;
+            if on_node_total <= upper_avg {
+                continue;
+            }
+            let node = cluster.node(nodes[on_node[0].0 as usize]);
+            let reason = format!(
+                "{on_node_total} pods of {} on node {}; at most {upper_avg} per node across \
+                 {feasible} feasible nodes",
+                describe_owner(cluster, &group.key),
+                node.name()
+            );
+            for &(_, pod) in &on_node[upper_avg - 1..] {
+                match ctx.propose_eviction(pod, &reason) {
+                    Ok(()) => outcome.proposed += 1,
+                    Err(Refusal::NodeLimit) => {
+                        outcome.refused += 1;
+                        break;
+                    }
+                    Err(Refusal::TotalLimit) => {
+                        outcome.refused += 1;
+                        return Ok(outcome);
+                    }
+                    Err(other) => {
+                        outcome.refused += 1;
+                        let p = cluster.pod(pod);
+                        ctx.debug(&format!(
+                            "eviction of {}/{} refused: {other}",
+                            p.namespace(),
+                            p.name()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// Step 1: the candidate pods, in snapshot order.
+fn candidates(ctx: &mut Context<'_>, args: &RemoveDuplicatesArgs, position: &[u32]) -> Vec<u32> {
+    let cluster = ctx.cluster;
+    let namespaces = NamespaceFilter::new(cluster, args.namespaces.as_ref());
+    // A kind no object uses cannot exclude anything, so unresolved names are dropped.
+    let excluded_kinds: Vec<StrId> = args
+        .exclude_owner_kinds
+        .iter()
+        .filter_map(|k| cluster.lookup(k))
+        .collect();
+    let mut pods = Vec::new();
+    for pod in cluster.pods() {
+        let Some(node) = pod.node() else { continue };
+        if position[node as usize] == NONE || pod.is_terminal() {
+            continue;
+        }
+        let refs = &pod.raw.owner_refs;
+        if refs.is_empty()
+            || refs
+                .iter()
+                .any(|r| excluded_kinds.contains(&r.kind.to_native()))
+            || !namespaces.allows(pod.namespace_id())
+        {
+            continue;
+        }
+        pods.push(pod.id);
+    }
+    // Filter and PreEvictionFilter are pure predicates over the pod, so applying them after the
+    // cheap checks above selects the same pods as descheduler's combined filter.
+    let pods = ctx.filter(&pods);
+    if pods.is_empty() {
+        return pods;
+    }
+    ctx.pre_eviction_filter(&pods)
+}
+
+/// What step 2 needs of one candidate: its duplicate key and its owner groups.
+#[derive(Debug, Clone, Copy)]
+struct Keyed {
+    pod: u32,
+    /// Scope position of the pod's node.
+    position: u32,
+    /// Interned duplicate key.
+    key: u32,
+    /// Range of the pod's owner groups in the shared group-id list.
+    groups: (u32, u32),
+}
+
+/// Per snapshot owner (first ownerRef): the last image set seen and what it resolved to, so the
+/// common case (one ownerRef, replicas with the same images) needs no hashing at all.
+#[derive(Debug, Clone)]
+struct OwnerCache {
+    images: Vec<u32>,
+    group: u32,
+    key: u32,
+}
+
+/// Interning state of step 2.
+#[derive(Debug, Default)]
+struct Keys {
+    image_sets: SliceInterner,
+    duplicate_keys: SliceInterner,
+    group_ids: FxHashMap<OwnerKey, u32>,
+    groups: Vec<Group>,
+}
+
+impl Keys {
+    fn group(&mut self, owner: OwnerKey) -> u32 {
+        let next = self.groups.len() as u32;
+        let gid = *self.group_ids.entry(owner).or_insert(next);
+        if gid == next {
+            self.groups.push(Group {
+                key: owner,
+                occurrences: 0,
+                duplicates: Vec::new(),
+            });
+        }
+        gid
+    }
+}
+
+/// Step 2: owner keys with at least one duplicate, in order of first appearance.
+///
+/// Keys are computed in snapshot order (sequential reads of the archive), then duplicates are
+/// found per node on the integers alone.
+fn find_duplicates(
+    cluster: Cluster<'_>,
+    candidates: &[u32],
+    position: &[u32],
+    scope_len: usize,
+) -> Vec<Group> {
+    let mut keys = Keys::default();
+    let mut owner_cache: Vec<Option<OwnerCache>> = vec![None; cluster.owner_count()];
+    let mut keyed: Vec<Keyed> = Vec::with_capacity(candidates.len());
+    let mut group_list: Vec<u32> = Vec::with_capacity(candidates.len());
+
+    let mut images: Vec<u32> = Vec::new();
+    let mut entries: Vec<[u32; 3]> = Vec::new();
+    let mut flat: Vec<u32> = Vec::new();
+
+    for &pod_id in candidates {
+        let pod = cluster.pod(pod_id);
+        // The host returns only pods we passed in: bound to a node in scope.
+        let Some(node) = pod.node() else { continue };
+        let pos = position[node as usize];
+        if pos == NONE {
+            continue;
+        }
+        images.clear();
+        images.extend(
+            pod.containers(ContainerKind::App)
+                .map(|c| c.image.to_native()),
+        );
+        if images.is_empty() {
+            // The API server rejects pods without containers; such a pod has no key.
+            continue;
+        }
+        images.sort_unstable();
+        let namespace = pod.namespace_id();
+        let refs = &pod.raw.owner_refs;
+        let first_group = group_list.len() as u32;
+
+        let cached = match (refs.len(), pod.owner()) {
+            (1, Some(owner)) => owner_cache[owner as usize]
+                .as_ref()
+                .filter(|c| c.images == images)
+                .map(|c| (c.group, c.key)),
+            _ => None,
+        };
+        let key = if let Some((group, key)) = cached {
+            keys.groups[group as usize].occurrences += 1;
+            group_list.push(group);
+            key
+        } else {
+            let (image_set, _) = keys.image_sets.intern(&images);
+            entries.clear();
+            for r in refs.iter() {
+                let (kind, name) = (r.kind.to_native(), r.name.to_native());
+                entries.extend(images.iter().map(|&image| [kind, name, image]));
+                let group = keys.group(OwnerKey {
+                    namespace,
+                    kind,
+                    name,
+                    images: image_set,
+                });
+                keys.groups[group as usize].occurrences += 1;
+                group_list.push(group);
+            }
+            // Equal sorted `ns/kind/name/image` string lists ⇔ equal sorted id tuples: none of
+            // namespace, kind and name may contain '/', so the strings split unambiguously.
+            entries.sort_unstable();
+            flat.clear();
+            flat.push(namespace);
+            flat.extend(entries.iter().flatten());
+            let (key, _) = keys.duplicate_keys.intern(&flat);
+            if let (1, Some(owner)) = (refs.len(), pod.owner()) {
+                owner_cache[owner as usize] = Some(OwnerCache {
+                    images: images.clone(),
+                    group: group_list[first_group as usize],
+                    key,
+                });
+            }
+            key
+        };
+        keyed.push(Keyed {
+            pod: pod_id,
+            position: pos,
+            key,
+            groups: (first_group, group_list.len() as u32),
+        });
+    }
+
+    // Per node, in scope order: a stable counting sort of the candidates by position.
+    let mut starts = vec![0u32; scope_len + 1];
+    for k in &keyed {
+        starts[k.position as usize + 1] += 1;
+    }
+    for i in 0..scope_len {
+        starts[i + 1] += starts[i];
+    }
+    let mut order = vec![0u32; keyed.len()];
+    let mut next = starts.clone();
+    for (i, k) in keyed.iter().enumerate() {
+        let slot = &mut next[k.position as usize];
+        order[*slot as usize] = i as u32;
+        *slot += 1;
+    }
+
+    // Per duplicate key: 1 + the scope position it was last seen on (0 = never).
+    let mut seen_on = vec![0u32; keys.duplicate_keys.len()];
+    for &i in &order {
+        let k = keyed[i as usize];
+        let stamp = k.position + 1;
+        let seen = &mut seen_on[k.key as usize];
+        if *seen == stamp {
+            for &group in &group_list[k.groups.0 as usize..k.groups.1 as usize] {
+                keys.groups[group as usize]
+                    .duplicates
+                    .push((k.position, k.pod));
+            }
+        } else {
+            *seen = stamp;
+        }
+    }
+    let mut groups = keys.groups;
+    groups.retain(|g| !g.duplicates.is_empty());
+    groups
+}
+
+fn describe_owner(cluster: Cluster<'_>, key: &OwnerKey) -> String {
+    format!(
+        "{} {}/{}",
+        cluster.str(key.kind),
+        cluster.str(key.namespace),
+        cluster.str(key.name)
+    )
+}

@@ -1,0 +1,295 @@
+//! # TestMisbehaving
+//!
+//! A deliberately hostile policy for the engine's sandbox tests: it loops forever, exhausts memory,
+//! overflows the stack, panics, traps, floods the evictor with proposals or the log with bytes —
+//! whatever `behaviour` says — so the host's deadlines and caps can be shown to hold.
+//!
+//! It is **not** a built-in: the server never embeds it; tests load the component from
+//! `target/wasm32-wasip2/policy/test_misbehaving.wasm`.
+//!
+//! Owns nothing but misbehaviour. Every loop and allocation goes through [`std::hint::black_box`]
+//! so the optimiser cannot prove the work useless and delete it.
+
+use std::hint::black_box;
+
+use rebalancer_policy_sdk::{ArgError, Context, ExtensionPoint, Policy, PolicyInfo};
+use serde::{Deserialize, Serialize};
+
+/// Default number of proposals for `flood-proposals` when `count` is not given.
+pub const DEFAULT_FLOOD_PROPOSALS: u64 = 5_000_000;
+/// Default number of log lines for `flood-logs` when `count` is not given.
+pub const DEFAULT_FLOOD_LOGS: u64 = 100_000;
+/// Size of one `flood-logs` message.
+pub const FLOOD_LOG_MESSAGE_BYTES: usize = 1 << 20;
+/// Size of one `memory-bomb` allocation step.
+pub const MEMORY_BOMB_STEP_BYTES: usize = 1 << 20;
+/// The panic message of behaviour `panic`, so tests can look for it in the recorded error.
+pub const PANIC_MESSAGE: &str = "TestMisbehaving: deliberate panic (behaviour \"panic\")";
+
+/// What the policy does when it runs (at either extension point).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Behaviour {
+    /// Proposes nothing and returns.
+    #[default]
+    None,
+    /// Proposes the first `count` (default 1) pods that pass the evictor's Filter.
+    Propose,
+    /// Never returns.
+    InfiniteLoop,
+    /// Allocates and touches memory until the host's memory cap stops it.
+    MemoryBomb,
+    /// Recurses without bound until the stack cap stops it.
+    DeepRecursion,
+    /// Panics with [`PANIC_MESSAGE`].
+    Panic,
+    /// Executes a wasm `unreachable` instruction.
+    Trap,
+    /// Proposes pods in a tight loop `count` times (default 5,000,000), ignoring every refusal.
+    FloodProposals,
+    /// Logs a 1 MiB message `count` times (default 100,000).
+    FloodLogs,
+}
+
+impl Behaviour {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Behaviour::None => "none",
+            Behaviour::Propose => "propose",
+            Behaviour::InfiniteLoop => "infinite-loop",
+            Behaviour::MemoryBomb => "memory-bomb",
+            Behaviour::DeepRecursion => "deep-recursion",
+            Behaviour::Panic => "panic",
+            Behaviour::Trap => "trap",
+            Behaviour::FloodProposals => "flood-proposals",
+            Behaviour::FloodLogs => "flood-logs",
+        }
+    }
+
+    const ALL: [Behaviour; 9] = [
+        Behaviour::None,
+        Behaviour::Propose,
+        Behaviour::InfiniteLoop,
+        Behaviour::MemoryBomb,
+        Behaviour::DeepRecursion,
+        Behaviour::Panic,
+        Behaviour::Trap,
+        Behaviour::FloodProposals,
+        Behaviour::FloodLogs,
+    ];
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TestMisbehavingArgs {
+    #[serde(default)]
+    pub behaviour: Behaviour,
+    /// Iterations for `propose` (pods), `flood-proposals` (proposals) and `flood-logs` (lines);
+    /// `null` means the behaviour's default. Ignored by the other behaviours.
+    #[serde(default)]
+    pub count: Option<u64>,
+}
+
+/// The misbehaving policy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TestMisbehaving;
+
+impl Policy for TestMisbehaving {
+    type Args = TestMisbehavingArgs;
+
+    fn info() -> PolicyInfo {
+        PolicyInfo {
+            name: "TestMisbehaving".into(),
+            version: "0.36.0-rb.1".into(),
+            description: "Sandbox test fixture: misbehaves on purpose (endless loops, memory and \
+                          stack exhaustion, panics, traps, proposal and log floods). Never use it \
+                          on a real cluster."
+                .into(),
+            extension_points: vec![ExtensionPoint::Deschedule, ExtensionPoint::Balance],
+            args_schema: args_schema(),
+            default_args: serde_json::to_value(TestMisbehavingArgs::default())
+                .expect("default args serialize"),
+        }
+    }
+
+    fn validate(args: &Self::Args) -> Vec<ArgError> {
+        match (args.behaviour, args.count) {
+            (Behaviour::Propose | Behaviour::FloodProposals | Behaviour::FloodLogs, Some(0)) => {
+                vec![ArgError::new(
+                    "count",
+                    format!(
+                        "must be at least 1 for behaviour {:?}",
+                        args.behaviour.as_str()
+                    ),
+                )]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn deschedule(ctx: &mut Context<'_>, args: &Self::Args) -> Result<(), String> {
+        misbehave(ctx, args)
+    }
+
+    fn balance(ctx: &mut Context<'_>, args: &Self::Args) -> Result<(), String> {
+        misbehave(ctx, args)
+    }
+}
+
+fn args_schema() -> serde_json::Value {
+    let behaviours: Vec<&str> = Behaviour::ALL.iter().map(|b| b.as_str()).collect();
+    serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "TestMisbehavingArgs",
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "behaviour": {
+                "description": "What to do when run.",
+                "enum": behaviours,
+                "default": "none"
+            },
+            "count": {
+                "description": "Iterations for propose (pods, default 1), flood-proposals \
+                                (proposals, default 5000000) and flood-logs (lines, default 100000).",
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "default": null
+            }
+        }
+    })
+}
+
+fn misbehave(ctx: &mut Context<'_>, args: &TestMisbehavingArgs) -> Result<(), String> {
+    match args.behaviour {
+        Behaviour::None => Ok(()),
+        Behaviour::Propose => propose(ctx, args.count.unwrap_or(1)),
+        Behaviour::InfiniteLoop => infinite_loop(),
+        Behaviour::MemoryBomb => memory_bomb(),
+        Behaviour::DeepRecursion => {
+            let depth = recurse(black_box(0));
+            Err(format!("recursion unexpectedly returned at depth {depth}"))
+        }
+        Behaviour::Panic => panic!("{PANIC_MESSAGE}"),
+        Behaviour::Trap => trap(),
+        Behaviour::FloodProposals => {
+            flood_proposals(ctx, args.count.unwrap_or(DEFAULT_FLOOD_PROPOSALS));
+            Ok(())
+        }
+        Behaviour::FloodLogs => {
+            flood_logs(ctx, args.count.unwrap_or(DEFAULT_FLOOD_LOGS));
+            Ok(())
+        }
+    }
+}
+
+fn propose(ctx: &mut Context<'_>, count: u64) -> Result<(), String> {
+    let all: Vec<u32> = (0..ctx.cluster.pod_count() as u32).collect();
+    let passing = ctx.filter(&all);
+    for &pod in passing
+        .iter()
+        .take(usize::try_from(count).unwrap_or(usize::MAX))
+    {
+        if let Err(refusal) = ctx.propose_eviction(pod, "TestMisbehaving: behaviour \"propose\"") {
+            ctx.info(&format!("proposal for pod {pod} refused: {refusal}"));
+        }
+    }
+    Ok(())
+}
+
+fn infinite_loop() -> ! {
+    let mut counter: u64 = 0;
+    loop {
+        counter = black_box(counter.wrapping_add(1));
+    }
+}
+
+fn memory_bomb() -> Result<(), String> {
+    let mut hoard: Vec<Vec<u8>> = Vec::new();
+    let mut step: u8 = 0;
+    loop {
+        // Touch every page so the memory is really committed, not just reserved.
+        let chunk = vec![black_box(step); MEMORY_BOMB_STEP_BYTES];
+        hoard.push(black_box(chunk));
+        step = step.wrapping_add(1);
+        black_box(&hoard);
+    }
+}
+
+/// Recurses until the stack runs out. The frame holds a buffer the result depends on, so the call
+/// is not a tail call and cannot be turned into a loop.
+#[inline(never)]
+fn recurse(depth: u64) -> u64 {
+    let mut frame = [0u8; 512];
+    frame[(depth % 512) as usize] = depth as u8;
+    let frame = black_box(frame);
+    // An exit the optimiser cannot prove unreachable (and that never happens in practice).
+    if black_box(depth) == u64::MAX {
+        return depth;
+    }
+    // Passing the result through `black_box` keeps work after the call, so neither tail-call nor
+    // accumulator elimination can turn the recursion into a loop.
+    let below = black_box(recurse(black_box(depth + 1)));
+    below.wrapping_add(u64::from(frame[(depth % 7) as usize]))
+}
+
+#[cfg(target_arch = "wasm32")]
+fn trap() -> ! {
+    core::arch::wasm32::unreachable()
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn trap() -> ! {
+    // Natively there is no sandbox to trap into; abort is the closest equivalent.
+    std::process::abort()
+}
+
+fn flood_proposals(ctx: &mut Context<'_>, count: u64) {
+    let pods = ctx.cluster.pod_count() as u64;
+    for i in 0..count {
+        // Cycle through the real pods (the same ones again and again once every pod was
+        // proposed); with no pods at all, propose ids the host does not know.
+        let pod = if pods == 0 { i } else { i % pods };
+        let _ignored = black_box(ctx.propose_eviction(black_box(pod as u32), "flood"));
+    }
+}
+
+fn flood_logs(ctx: &mut Context<'_>, count: u64) {
+    let message = "x".repeat(FLOOD_LOG_MESSAGE_BYTES);
+    for _ in 0..count {
+        ctx.info(black_box(&message));
+    }
+}
+
+rebalancer_policy_sdk::export_policy!(TestMisbehaving);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rebalancer_policy_sdk::parse_args;
+
+    #[test]
+    fn parses_every_behaviour() {
+        for b in Behaviour::ALL {
+            let json = format!(r#"{{"behaviour":"{}","count":3}}"#, b.as_str());
+            let args = parse_args::<TestMisbehaving>(&json).expect("valid");
+            assert_eq!(args.behaviour, b);
+            assert_eq!(args.count, Some(3));
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_fields_and_behaviours() {
+        assert!(parse_args::<TestMisbehaving>(r#"{"behavior":"panic"}"#).is_err());
+        assert!(parse_args::<TestMisbehaving>(r#"{"behaviour":"explode"}"#).is_err());
+        assert!(parse_args::<TestMisbehaving>(r#"{"behaviour":"propose","count":0}"#).is_err());
+    }
+
+    #[test]
+    fn defaults_are_harmless() {
+        let args = parse_args::<TestMisbehaving>("").expect("empty args");
+        assert_eq!(args.behaviour, Behaviour::None);
+        let info = TestMisbehaving::info();
+        assert_eq!(info.default_args["behaviour"], "none");
+    }
+}

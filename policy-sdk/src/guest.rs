@@ -1,0 +1,130 @@
+//! Guest glue: connects a [`Policy`] to the WIT world when compiled for wasm32.
+//!
+//! Owns the generated guest bindings and the [`crate::export_policy!`] machinery. Must not hold
+//! any policy logic: it only converts between WIT values and the SDK's types.
+
+use crate::policy::{ExtensionPoint, Host, LogLevel, Policy, Refusal};
+use crate::view::Cluster;
+
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        world: "policy",
+        path: "wit",
+        pub_export_macro: true,
+        export_macro_name: "export_bindings",
+        default_bindings_module: "rebalancer_policy_sdk::guest::bindings",
+    });
+}
+
+use bindings::rebalancer::policy::{cluster, evictor, types};
+
+/// [`Host`] over the WIT imports.
+struct WasmHost;
+
+impl Host for WasmHost {
+    fn nodes(&mut self) -> Vec<u32> {
+        cluster::nodes()
+    }
+    fn filter(&mut self, pods: &[u32]) -> Vec<u32> {
+        evictor::filter(pods)
+    }
+    fn pre_eviction_filter(&mut self, pods: &[u32]) -> Vec<u32> {
+        evictor::pre_eviction_filter(pods)
+    }
+    fn propose_eviction(&mut self, pod: u32, reason: &str) -> Result<(), Refusal> {
+        evictor::propose_eviction(pod, reason).map_err(|r| match r {
+            types::Refusal::NodeLimit => Refusal::NodeLimit,
+            types::Refusal::NamespaceLimit => Refusal::NamespaceLimit,
+            types::Refusal::TotalLimit => Refusal::TotalLimit,
+            types::Refusal::DisruptionBudget(m) => Refusal::DisruptionBudget(m),
+            types::Refusal::NotEvictable(m) => Refusal::NotEvictable(m),
+            types::Refusal::UnknownPod => Refusal::UnknownPod,
+        })
+    }
+    fn node_fit(&mut self, pod: u32, candidates: &[u32]) -> Vec<u32> {
+        evictor::node_fit(pod, candidates)
+    }
+    fn object_json(&mut self, kind: &str, index: u32) -> Option<String> {
+        cluster::object_json(kind, index)
+    }
+    fn log(&mut self, level: LogLevel, message: &str) {
+        cluster::log(to_wit_level(level), message)
+    }
+}
+
+fn to_wit_level(level: LogLevel) -> types::LogLevel {
+    match level {
+        LogLevel::Trace => types::LogLevel::Trace,
+        LogLevel::Debug => types::LogLevel::Debug,
+        LogLevel::Info => types::LogLevel::Info,
+        LogLevel::Warn => types::LogLevel::Warn,
+        LogLevel::Error => types::LogLevel::Error,
+    }
+}
+
+/// Route panics to the host log before the trap, so the recorded error says what went wrong
+/// (the default hook writes to stderr, which a policy does not have).
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        cluster::log(types::LogLevel::Error, &format!("policy panicked: {info}"));
+    }));
+}
+
+#[doc(hidden)]
+pub fn info<P: Policy>() -> types::PolicyInfo {
+    install_panic_hook();
+    let info = P::info();
+    types::PolicyInfo {
+        name: info.name,
+        version: info.version,
+        description: info.description,
+        extension_points: info
+            .extension_points
+            .iter()
+            .map(|p| match p {
+                ExtensionPoint::Deschedule => types::ExtensionPoint::Deschedule,
+                ExtensionPoint::Balance => types::ExtensionPoint::Balance,
+            })
+            .collect(),
+        args_schema: info.args_schema.to_string(),
+        default_args: info.default_args.to_string(),
+    }
+}
+
+#[doc(hidden)]
+pub fn validate_args<P: Policy>(args: String) -> Result<(), Vec<types::ArgError>> {
+    install_panic_hook();
+    crate::policy::parse_args::<P>(&args)
+        .map(|_| ())
+        .map_err(|errors| {
+            errors
+                .into_iter()
+                .map(|e| types::ArgError {
+                    field: e.field,
+                    message: e.message,
+                })
+                .collect()
+        })
+}
+
+#[doc(hidden)]
+pub fn run<P: Policy>(point: ExtensionPoint, args: String) -> Result<(), String> {
+    install_panic_hook();
+    let bytes = cluster::snapshot();
+    let aligned;
+    // list<u8> arrives through cabi_realloc(align = 1); the allocator returns 8-aligned blocks in
+    // practice, but copy rather than trust it.
+    let bytes: &[u8] = if (bytes.as_ptr() as usize).is_multiple_of(8) {
+        &bytes
+    } else {
+        let mut v = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
+        v.extend_from_slice(&bytes);
+        aligned = v;
+        &aligned
+    };
+    let cluster = Cluster::from_bytes(bytes).map_err(|e| e.to_string())?;
+    let mut host = WasmHost;
+    let mut ctx = crate::policy::Context::new(cluster, &mut host);
+    crate::policy::evaluate::<P>(&mut ctx, point, &args)
+}

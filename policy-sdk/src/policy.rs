@@ -1,0 +1,260 @@
+//! The policy author's API: the [`Policy`] trait, the [`Context`] a policy runs in, and the
+//! [`Host`] trait that connects a context to whoever runs it (the wasm host through the WIT
+//! imports, the server natively, or [`crate::testing`]).
+//!
+//! The same policy code runs in all three: that is what makes native unit tests and the
+//! native-vs-wasm benchmark honest.
+
+use serde::{Deserialize, Serialize};
+
+use crate::view::Cluster;
+
+/// Extension points, as in descheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExtensionPoint {
+    Deschedule,
+    Balance,
+}
+
+impl ExtensionPoint {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExtensionPoint::Deschedule => "deschedule",
+            ExtensionPoint::Balance => "balance",
+        }
+    }
+}
+
+/// What a policy says about itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyInfo {
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    pub extension_points: Vec<ExtensionPoint>,
+    /// JSON Schema of the args object.
+    pub args_schema: serde_json::Value,
+    /// The args with every default applied.
+    pub default_args: serde_json::Value,
+}
+
+/// One problem with a policy's args.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgError {
+    /// Dotted path of the offending field (`thresholds.cpu`), or "" for the whole object.
+    pub field: String,
+    pub message: String,
+}
+
+impl ArgError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ArgError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ArgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.field, self.message)
+        }
+    }
+}
+
+/// Why the host refused a proposal (mirrors the WIT `refusal`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "message", rename_all = "kebab-case")]
+pub enum Refusal {
+    NodeLimit,
+    NamespaceLimit,
+    TotalLimit,
+    DisruptionBudget(String),
+    NotEvictable(String),
+    UnknownPod,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NodeLimit => f.write_str("maximum number of evicted pods per node reached"),
+            Refusal::NamespaceLimit => {
+                f.write_str("maximum number of evicted pods per namespace reached")
+            }
+            Refusal::TotalLimit => {
+                f.write_str("maximum number of evicted pods per a descheduling cycle reached")
+            }
+            Refusal::DisruptionBudget(m) => write!(f, "disruption budget: {m}"),
+            Refusal::NotEvictable(m) => write!(f, "not evictable: {m}"),
+            Refusal::UnknownPod => f.write_str("unknown pod"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// What a policy needs from whoever runs it. Implemented by the wasm glue (WIT imports), by the
+/// server for native runs and by [`crate::testing`].
+pub trait Host {
+    /// The nodes in scope: Ready and matching the profile's nodeSelector.
+    fn nodes(&mut self) -> Vec<u32>;
+    fn filter(&mut self, pods: &[u32]) -> Vec<u32>;
+    fn pre_eviction_filter(&mut self, pods: &[u32]) -> Vec<u32>;
+    fn propose_eviction(&mut self, pod: u32, reason: &str) -> Result<(), Refusal>;
+    fn node_fit(&mut self, pod: u32, candidates: &[u32]) -> Vec<u32>;
+    fn object_json(&mut self, kind: &str, index: u32) -> Option<String>;
+    fn log(&mut self, level: LogLevel, message: &str);
+}
+
+/// Everything a policy evaluation can see and do.
+pub struct Context<'a> {
+    pub cluster: Cluster<'a>,
+    host: &'a mut dyn Host,
+}
+
+impl std::fmt::Debug for Context<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("cluster", &self.cluster)
+            .finish()
+    }
+}
+
+impl<'a> Context<'a> {
+    pub fn new(cluster: Cluster<'a>, host: &'a mut dyn Host) -> Self {
+        Context { cluster, host }
+    }
+
+    /// The snapshot time, ms since the Unix epoch.
+    pub fn now_ms(&self) -> i64 {
+        self.cluster.time_ms()
+    }
+
+    /// The nodes this evaluation covers (Ready, matching the profile's nodeSelector), ascending.
+    pub fn nodes(&mut self) -> Vec<u32> {
+        self.host.nodes()
+    }
+
+    /// The pods of `pods` that pass the evictor's Filter.
+    pub fn filter(&mut self, pods: &[u32]) -> Vec<u32> {
+        self.host.filter(pods)
+    }
+
+    /// Whether one pod passes the evictor's Filter.
+    pub fn is_evictable(&mut self, pod: u32) -> bool {
+        !self.host.filter(&[pod]).is_empty()
+    }
+
+    pub fn pre_eviction_filter(&mut self, pods: &[u32]) -> Vec<u32> {
+        self.host.pre_eviction_filter(pods)
+    }
+
+    pub fn passes_pre_eviction_filter(&mut self, pod: u32) -> bool {
+        !self.host.pre_eviction_filter(&[pod]).is_empty()
+    }
+
+    pub fn propose_eviction(&mut self, pod: u32, reason: &str) -> Result<(), Refusal> {
+        self.host.propose_eviction(pod, reason)
+    }
+
+    pub fn node_fit(&mut self, pod: u32, candidates: &[u32]) -> Vec<u32> {
+        self.host.node_fit(pod, candidates)
+    }
+
+    pub fn object_json(&mut self, kind: &str, index: u32) -> Option<String> {
+        self.host.object_json(kind, index)
+    }
+
+    pub fn log(&mut self, level: LogLevel, message: &str) {
+        self.host.log(level, message)
+    }
+
+    pub fn info(&mut self, message: &str) {
+        self.host.log(LogLevel::Info, message)
+    }
+
+    pub fn debug(&mut self, message: &str) {
+        self.host.log(LogLevel::Debug, message)
+    }
+}
+
+/// A descheduling policy. Implement it on a unit struct and export it with
+/// [`crate::export_policy!`].
+pub trait Policy {
+    /// The plugin's args; unknown fields should be rejected (`#[serde(deny_unknown_fields)]`).
+    type Args: serde::de::DeserializeOwned + Serialize + Default;
+
+    fn info() -> PolicyInfo;
+
+    /// Checks beyond what deserializing `Args` already checks.
+    fn validate(args: &Self::Args) -> Vec<ArgError> {
+        let _ = args;
+        Vec::new()
+    }
+
+    fn deschedule(ctx: &mut Context<'_>, args: &Self::Args) -> Result<(), String> {
+        let _ = (ctx, args);
+        Err(format!(
+            "{} does not implement the deschedule extension point",
+            Self::info().name
+        ))
+    }
+
+    fn balance(ctx: &mut Context<'_>, args: &Self::Args) -> Result<(), String> {
+        let _ = (ctx, args);
+        Err(format!(
+            "{} does not implement the balance extension point",
+            Self::info().name
+        ))
+    }
+}
+
+/// Parse args JSON (empty string or `null` means "all defaults") and validate them.
+pub fn parse_args<P: Policy>(args: &str) -> Result<P::Args, Vec<ArgError>> {
+    let trimmed = args.trim();
+    let parsed: P::Args = if trimmed.is_empty() || trimmed == "null" {
+        P::Args::default()
+    } else {
+        serde_json::from_str(trimmed).map_err(|e| vec![serde_arg_error(&e)])?
+    };
+    let errors = P::validate(&parsed);
+    if errors.is_empty() {
+        Ok(parsed)
+    } else {
+        Err(errors)
+    }
+}
+
+fn serde_arg_error(e: &serde_json::Error) -> ArgError {
+    // serde's messages name the field ("unknown field `foo`, expected one of …"); keep them whole.
+    ArgError::new("", format!("{e}"))
+}
+
+/// Run one extension point of `P` against a context: parse + validate args, then dispatch.
+pub fn evaluate<P: Policy>(
+    ctx: &mut Context<'_>,
+    point: ExtensionPoint,
+    args: &str,
+) -> Result<(), String> {
+    let args = parse_args::<P>(args).map_err(|errors| {
+        let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        format!("invalid args: {}", list.join("; "))
+    })?;
+    match point {
+        ExtensionPoint::Deschedule => P::deschedule(ctx, &args),
+        ExtensionPoint::Balance => P::balance(ctx, &args),
+    }
+}

@@ -1,0 +1,386 @@
+//! Zero-copy views over the archived snapshot.
+//!
+//! Owns the read API policies (and the host's evictor) use: [`Cluster`], [`PodRef`], [`NodeRef`].
+//! Everything borrows from the archive bytes; nothing is decoded into owned structs. Group and
+//! join on ids ([`StrId`], pod/node/owner indexes); resolve strings only for output.
+
+use rkyv::rancor;
+
+use crate::model::{
+    ArchivedContainer, ArchivedKeyValue, ArchivedNamespace, ArchivedNode, ArchivedOwner,
+    ArchivedPod, ArchivedPodPhase, ArchivedQosClass, ArchivedSnapshot, ArchivedTaintEffect,
+    ContainerKind, NONE, PodPhase, QosClass, StrId, TaintEffect,
+};
+
+/// Why snapshot bytes could not be read.
+#[derive(Debug)]
+pub struct SnapshotError(pub String);
+
+impl std::fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid snapshot archive: {}", self.0)
+    }
+}
+
+impl std::error::Error for SnapshotError {}
+
+/// The cluster at one revision, read in place.
+#[derive(Clone, Copy)]
+pub struct Cluster<'a> {
+    archive: &'a ArchivedSnapshot,
+}
+
+impl std::fmt::Debug for Cluster<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("revision", &self.revision())
+            .field("nodes", &self.node_count())
+            .field("pods", &self.pod_count())
+            .finish()
+    }
+}
+
+impl<'a> Cluster<'a> {
+    /// Validate and open archive bytes (the bytes must be 8-byte aligned).
+    pub fn from_bytes(bytes: &'a [u8]) -> Result<Self, SnapshotError> {
+        if !(bytes.as_ptr() as usize).is_multiple_of(8) {
+            return Err(SnapshotError("buffer is not 8-byte aligned".into()));
+        }
+        let archive = rkyv::access::<ArchivedSnapshot, rancor::Error>(bytes)
+            .map_err(|e| SnapshotError(e.to_string()))?;
+        let cluster = Cluster { archive };
+        if archive.layout_version.to_native() != crate::model::LAYOUT_VERSION {
+            return Err(SnapshotError(format!(
+                "layout version {} (this SDK reads {})",
+                archive.layout_version.to_native(),
+                crate::model::LAYOUT_VERSION
+            )));
+        }
+        Ok(cluster)
+    }
+
+    /// Open archive bytes without validation.
+    ///
+    /// # Safety
+    /// `bytes` must be the output of [`crate::model::to_bytes`] (the host's own bytes), aligned.
+    pub unsafe fn from_bytes_unchecked(bytes: &'a [u8]) -> Self {
+        // SAFETY: the caller guarantees the bytes are a well-formed archive of `Snapshot`.
+        let archive = unsafe { rkyv::access_unchecked::<ArchivedSnapshot>(bytes) };
+        Cluster { archive }
+    }
+
+    pub fn archive(&self) -> &'a ArchivedSnapshot {
+        self.archive
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.archive.revision.to_native()
+    }
+
+    /// The snapshot time (ms since the Unix epoch): "now" for every age computation.
+    pub fn time_ms(&self) -> i64 {
+        self.archive.time_ms.to_native()
+    }
+
+    /// The interned string `id`.
+    pub fn str(&self, id: StrId) -> &'a str {
+        self.archive.strings[id as usize].as_str()
+    }
+
+    /// The id of `s` if some object uses it; `None` means no object in the cluster has it.
+    pub fn lookup(&self, s: &str) -> Option<StrId> {
+        let sorted = &self.archive.strings_sorted;
+        let strings = &self.archive.strings;
+        sorted
+            .binary_search_by(|id| strings[id.to_native() as usize].as_str().cmp(s))
+            .ok()
+            .map(|i| sorted[i].to_native())
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.archive.nodes.len()
+    }
+
+    pub fn pod_count(&self) -> usize {
+        self.archive.pods.len()
+    }
+
+    pub fn node(&self, id: u32) -> NodeRef<'a> {
+        NodeRef {
+            id,
+            raw: &self.archive.nodes[id as usize],
+            cluster: *self,
+        }
+    }
+
+    pub fn pod(&self, id: u32) -> PodRef<'a> {
+        PodRef {
+            id,
+            raw: &self.archive.pods[id as usize],
+            cluster: *self,
+        }
+    }
+
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = NodeRef<'a>> + 'a {
+        let cluster = *self;
+        (0..self.archive.nodes.len() as u32).map(move |id| cluster.node(id))
+    }
+
+    pub fn pods(&self) -> impl ExactSizeIterator<Item = PodRef<'a>> + 'a {
+        let cluster = *self;
+        (0..self.archive.pods.len() as u32).map(move |id| cluster.pod(id))
+    }
+
+    pub fn owner(&self, id: u32) -> &'a ArchivedOwner {
+        &self.archive.owners[id as usize]
+    }
+
+    pub fn owner_count(&self) -> usize {
+        self.archive.owners.len()
+    }
+
+    /// The Namespace object named by `name` (id), if the snapshot has it.
+    pub fn namespace(&self, name: StrId) -> Option<&'a ArchivedNamespace> {
+        self.archive
+            .namespaces
+            .iter()
+            .find(|ns| ns.name.to_native() == name)
+    }
+
+    /// Pod ids per node index (pods not bound to a known node are left out), in snapshot order.
+    pub fn pods_by_node(&self) -> Vec<Vec<u32>> {
+        let mut by_node = vec![Vec::new(); self.node_count()];
+        for (i, pod) in self.archive.pods.iter().enumerate() {
+            let node = pod.node.to_native();
+            if node != NONE {
+                by_node[node as usize].push(i as u32);
+            }
+        }
+        by_node
+    }
+
+    /// The value of a priority class, if it exists.
+    pub fn priority_class_value(&self, name: &str) -> Option<i32> {
+        let id = self.lookup(name)?;
+        self.archive
+            .priority_classes
+            .iter()
+            .find(|pc| pc.name.to_native() == id)
+            .map(|pc| pc.value.to_native())
+    }
+}
+
+/// Find `key` among interned key/value pairs.
+pub fn kv_get(pairs: &[ArchivedKeyValue], key: StrId) -> Option<StrId> {
+    pairs
+        .iter()
+        .find(|kv| kv.key.to_native() == key)
+        .map(|kv| kv.value.to_native())
+}
+
+/// One node of the snapshot.
+#[derive(Clone, Copy)]
+pub struct NodeRef<'a> {
+    pub id: u32,
+    pub raw: &'a ArchivedNode,
+    cluster: Cluster<'a>,
+}
+
+impl std::fmt::Debug for NodeRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Node({} {})", self.id, self.name())
+    }
+}
+
+impl<'a> NodeRef<'a> {
+    pub fn name(&self) -> &'a str {
+        self.cluster.str(self.raw.name.to_native())
+    }
+    pub fn name_id(&self) -> StrId {
+        self.raw.name.to_native()
+    }
+    pub fn is_ready(&self) -> bool {
+        self.raw.ready
+    }
+    pub fn is_unschedulable(&self) -> bool {
+        self.raw.unschedulable
+    }
+    /// Label value by key id.
+    pub fn label_id(&self, key: StrId) -> Option<StrId> {
+        kv_get(&self.raw.labels, key)
+    }
+    /// Label value by key text.
+    pub fn label(&self, key: &str) -> Option<&'a str> {
+        let key = self.cluster.lookup(key)?;
+        self.label_id(key).map(|v| self.cluster.str(v))
+    }
+    pub fn labels(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        let c = self.cluster;
+        self.raw
+            .labels
+            .iter()
+            .map(move |kv| (c.str(kv.key.to_native()), c.str(kv.value.to_native())))
+    }
+    /// Allocatable amount (milli-units) of a resource id; 0 when absent.
+    pub fn allocatable(&self, resource: StrId) -> i64 {
+        self.raw
+            .allocatable
+            .iter()
+            .find(|q| q.resource.to_native() == resource)
+            .map_or(0, |q| q.milli.to_native())
+    }
+    pub fn taints(&self) -> impl Iterator<Item = (StrId, StrId, TaintEffect)> + 'a {
+        self.raw.taints.iter().map(|t| {
+            (
+                t.key.to_native(),
+                t.value.to_native(),
+                taint_effect(&t.effect),
+            )
+        })
+    }
+}
+
+/// One pod of the snapshot.
+#[derive(Clone, Copy)]
+pub struct PodRef<'a> {
+    pub id: u32,
+    pub raw: &'a ArchivedPod,
+    cluster: Cluster<'a>,
+}
+
+impl std::fmt::Debug for PodRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pod({} {}/{})", self.id, self.namespace(), self.name())
+    }
+}
+
+impl<'a> PodRef<'a> {
+    pub fn cluster(&self) -> Cluster<'a> {
+        self.cluster
+    }
+    pub fn name(&self) -> &'a str {
+        self.raw.name.as_str()
+    }
+    pub fn uid(&self) -> &'a str {
+        self.raw.uid.as_str()
+    }
+    pub fn namespace(&self) -> &'a str {
+        self.cluster.str(self.raw.namespace.to_native())
+    }
+    pub fn namespace_id(&self) -> StrId {
+        self.raw.namespace.to_native()
+    }
+    /// Node index, when bound to a node in the snapshot.
+    pub fn node(&self) -> Option<u32> {
+        let n = self.raw.node.to_native();
+        (n != NONE).then_some(n)
+    }
+    /// `spec.nodeName` as written ("" when unbound).
+    pub fn node_name(&self) -> &'a str {
+        self.cluster.str(self.raw.node_name.to_native())
+    }
+    /// Owner index (first ownerRef), `None` for bare pods.
+    pub fn owner(&self) -> Option<u32> {
+        let o = self.raw.owner.to_native();
+        (o != NONE).then_some(o)
+    }
+    /// Kind of the first ownerRef ("" for bare pods).
+    pub fn owner_kind(&self) -> &'a str {
+        self.raw
+            .owner_refs
+            .first()
+            .map_or("", |r| self.cluster.str(r.kind.to_native()))
+    }
+    pub fn phase(&self) -> PodPhase {
+        match self.raw.phase {
+            ArchivedPodPhase::Pending => PodPhase::Pending,
+            ArchivedPodPhase::Running => PodPhase::Running,
+            ArchivedPodPhase::Succeeded => PodPhase::Succeeded,
+            ArchivedPodPhase::Failed => PodPhase::Failed,
+            ArchivedPodPhase::Unknown => PodPhase::Unknown,
+        }
+    }
+    pub fn qos(&self) -> QosClass {
+        match self.raw.qos {
+            ArchivedQosClass::BestEffort => QosClass::BestEffort,
+            ArchivedQosClass::Burstable => QosClass::Burstable,
+            ArchivedQosClass::Guaranteed => QosClass::Guaranteed,
+        }
+    }
+    pub fn priority(&self) -> Option<i32> {
+        self.raw.priority.as_ref().map(|p| p.to_native())
+    }
+    /// `metadata.deletionTimestamp` is set in the snapshot.
+    pub fn has_deletion_timestamp(&self) -> bool {
+        self.raw.deletion_ms.is_some()
+    }
+    /// Succeeded or Failed.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.phase(), PodPhase::Succeeded | PodPhase::Failed)
+    }
+    pub fn creation_ms(&self) -> i64 {
+        self.raw.creation_ms.to_native()
+    }
+    pub fn start_ms(&self) -> Option<i64> {
+        self.raw.start_ms.as_ref().map(|t| t.to_native())
+    }
+    /// Requested amount (milli-units) of a resource id; 0 when not requested.
+    pub fn request(&self, resource: StrId) -> i64 {
+        self.raw
+            .requests
+            .iter()
+            .find(|q| q.resource.to_native() == resource)
+            .map_or(0, |q| q.milli.to_native())
+    }
+    pub fn label_id(&self, key: StrId) -> Option<StrId> {
+        kv_get(&self.raw.labels, key)
+    }
+    pub fn label(&self, key: &str) -> Option<&'a str> {
+        let key = self.cluster.lookup(key)?;
+        self.label_id(key).map(|v| self.cluster.str(v))
+    }
+    pub fn labels(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        let c = self.cluster;
+        self.raw
+            .labels
+            .iter()
+            .map(move |kv| (c.str(kv.key.to_native()), c.str(kv.value.to_native())))
+    }
+    pub fn annotation(&self, key: &str) -> Option<&'a str> {
+        let key = self.cluster.lookup(key)?;
+        kv_get(&self.raw.annotations, key).map(|v| self.cluster.str(v))
+    }
+    pub fn has_annotation(&self, key: &str) -> bool {
+        self.annotation(key).is_some()
+    }
+    /// Containers of the given kind.
+    pub fn containers(&self, kind: ContainerKind) -> impl Iterator<Item = &'a ArchivedContainer> {
+        self.raw.containers.iter().filter(move |c| {
+            matches!(
+                (&c.kind, kind),
+                (crate::model::ArchivedContainerKind::App, ContainerKind::App)
+                    | (
+                        crate::model::ArchivedContainerKind::Init,
+                        ContainerKind::Init
+                    )
+                    | (
+                        crate::model::ArchivedContainerKind::Ephemeral,
+                        ContainerKind::Ephemeral
+                    )
+            )
+        })
+    }
+    /// Owner record of the first ownerRef.
+    pub fn owner_record(&self) -> Option<&'a ArchivedOwner> {
+        self.owner().map(|o| self.cluster.owner(o))
+    }
+}
+
+/// Convert an archived taint effect.
+pub fn taint_effect(e: &ArchivedTaintEffect) -> TaintEffect {
+    match e {
+        ArchivedTaintEffect::NoSchedule => TaintEffect::NoSchedule,
+        ArchivedTaintEffect::PreferNoSchedule => TaintEffect::PreferNoSchedule,
+        ArchivedTaintEffect::NoExecute => TaintEffect::NoExecute,
+    }
+}

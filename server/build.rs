@@ -1,0 +1,120 @@
+//! Builds the policy modules under `policies-wasm/` for `wasm32-wasip2` and embeds the built-ins.
+//!
+//! The policies are members of this workspace (so their unit tests run natively with
+//! `cargo test`); here they are compiled a second time, as components, by a nested cargo with its
+//! own target directory (a sibling of this build's, shared by debug/release/clippy builds), so
+//! building the server needs no manual step. Outputs in `OUT_DIR`:
+//! - `builtin_policies.rs`: `&[(&str, &[u8])]` of the built-in modules (file stem, bytes);
+//! - every module as `<crate>.wasm`, whose directory is exported as `REBALANCER_POLICY_WASM_DIR`
+//!   for tests (the misbehaving test policy and the docs example are built but not embedded).
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Crates compiled to components; `true` = embedded as a built-in policy.
+const POLICY_CRATES: &[(&str, bool)] = &[
+    ("remove-duplicates", true),
+    ("low-node-utilization", true),
+    ("test-misbehaving", false),
+    ("example-pod-age", false),
+];
+
+const TARGET: &str = "wasm32-wasip2";
+const PROFILE: &str = "policy";
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let root = manifest_dir
+        .parent()
+        .expect("server/ has a parent")
+        .to_path_buf();
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+
+    for watched in ["policy-sdk", "policies-wasm", "Cargo.lock", "Cargo.toml"] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+    println!("cargo:rerun-if-env-changed=REBALANCER_POLICY_TARGET_DIR");
+
+    let target_dir = env::var_os("REBALANCER_POLICY_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| shared_target_dir(&out_dir).join("policies-wasm"));
+
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&root)
+        .arg("build")
+        .arg("--manifest-path")
+        .arg(root.join("Cargo.toml"))
+        .args(["--target", TARGET, "--profile", PROFILE])
+        .arg("--target-dir")
+        .arg(&target_dir);
+    for (name, _) in POLICY_CRATES {
+        cmd.args(["-p", name]);
+    }
+    // The outer build's compiler settings must not leak into the wasm build (clippy's wrapper,
+    // host RUSTFLAGS, coverage instrumentation, a forced target).
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_PRIMARY_PACKAGE",
+        "RUSTDOCFLAGS",
+        "CARGO_LLVM_COV",
+        "LLVM_PROFILE_FILE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd.status().unwrap_or_else(|e| {
+        panic!("could not start cargo to build the policy modules: {e}");
+    });
+    if !status.success() {
+        panic!(
+            "building the policy modules for {TARGET} failed (see the output above). \
+             If the target is missing, install it with `rustup target add {TARGET}`."
+        );
+    }
+
+    let built = target_dir.join(TARGET).join(PROFILE);
+    let mut builtins = String::from("&[\n");
+    for (name, builtin) in POLICY_CRATES {
+        let file = format!("{}.wasm", name.replace('-', "_"));
+        let src = built.join(&file);
+        let dst = out_dir.join(&file);
+        copy_if_changed(&src, &dst);
+        if *builtin {
+            builtins.push_str(&format!(
+                "    ({name:?}, include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{file}\")) as &[u8]),\n"
+            ));
+        }
+    }
+    builtins.push(']');
+    std::fs::write(out_dir.join("builtin_policies.rs"), builtins)
+        .expect("write builtin_policies.rs");
+    println!(
+        "cargo:rustc-env=REBALANCER_POLICY_WASM_DIR={}",
+        out_dir.display()
+    );
+}
+
+/// `<target>/<profile>/build/<pkg>/out` → `<target>`; falls back to `OUT_DIR` itself.
+fn shared_target_dir(out_dir: &Path) -> PathBuf {
+    out_dir
+        .ancestors()
+        .nth(4)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| out_dir.to_path_buf())
+}
+
+fn copy_if_changed(src: &Path, dst: &Path) {
+    let bytes = std::fs::read(src)
+        .unwrap_or_else(|e| panic!("policy module {} was not produced: {e}", src.display()));
+    if std::fs::read(dst).ok().as_deref() != Some(bytes.as_slice()) {
+        std::fs::write(dst, &bytes)
+            .unwrap_or_else(|e| panic!("could not write {}: {e}", dst.display()));
+    }
+}

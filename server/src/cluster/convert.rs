@@ -1,0 +1,1034 @@
+//! Decoded Kubernetes objects → snapshot rows, with validation and field paths.
+//!
+//! Owns the meaning of each modelled field (defaults, enum spellings, timestamps, quantities,
+//! effective requests and QoS through `rebalancer_policy_sdk::k8s::resources`). Strings are
+//! interned as they are converted; borrowed strings go through a fast cache keyed by the
+//! borrowed text, so the builder's own map is only consulted once per distinct string.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use rebalancer_policy_sdk::build::SnapshotBuilder;
+use rebalancer_policy_sdk::k8s::quantity::{self, QuantityError};
+use rebalancer_policy_sdk::k8s::resources::{
+    self, ContainerResources, PodResources, ResourceList, ResourceRequirements,
+};
+use rebalancer_policy_sdk::model::{
+    self, Affinity, Container, ContainerKind, InclusionPolicy, KeyValue, LabelSelector, NONE,
+    NodeSelectorTerm, OwnerRef, PodAffinityTerm, PodCondition, PodPhase, PreferredSchedulingTerm,
+    Quantity, Requirement, SelectorOperator, StrId, Taint, TaintEffect, Toleration,
+    TolerationOperator, TopologySpreadConstraint, UnhealthyPodEvictionPolicy, Volume, VolumeKind,
+    WeightedPodAffinityTerm, WhenUnsatisfiable,
+};
+
+use super::jsonpath::push_key;
+use super::objects::LAST_APPLIED;
+use super::wire::{self, QtyMap, Str, StrMap};
+
+/// A problem with one field of one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, FieldError>;
+
+/// `base.key` (or `base["odd/key"]`).
+fn at(base: &str, key: &str) -> String {
+    let mut s = base.to_owned();
+    push_key(&mut s, key);
+    s
+}
+
+/// FxHash (rustc's hasher): fast for the short strings interned here.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 56));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub(crate) type FxBuild = BuildHasherDefault<FxHasher>;
+
+/// Per-build state: the snapshot builder, the intern cache and the oddities seen.
+pub(crate) struct Ctx<'s> {
+    pub builder: SnapshotBuilder,
+    cache: HashMap<&'s str, StrId, FxBuild>,
+    time_ms: i64,
+    /// Pods without `metadata.creationTimestamp` (namespace/name).
+    pub missing_creation: Vec<String>,
+    /// PDBs without `status` (namespace/name).
+    pub pdb_without_status: Vec<String>,
+}
+
+impl<'s> Ctx<'s> {
+    pub fn new(revision: u64, time_ms: i64) -> Self {
+        Ctx {
+            builder: SnapshotBuilder::new(revision, time_ms),
+            cache: HashMap::with_capacity_and_hasher(1 << 16, FxBuild::default()),
+            time_ms,
+            missing_creation: Vec::new(),
+            pdb_without_status: Vec::new(),
+        }
+    }
+
+    /// Intern a decoded string (cached when it borrows from the stored JSON).
+    pub fn intern(&mut self, s: &Str<'s>) -> StrId {
+        match &s.0 {
+            Cow::Borrowed(b) => {
+                if let Some(&id) = self.cache.get(b) {
+                    return id;
+                }
+                let id = self.builder.intern(b);
+                self.cache.insert(b, id);
+                id
+            }
+            Cow::Owned(o) => self.builder.intern(o),
+        }
+    }
+
+    fn intern_opt(&mut self, s: &Option<Str<'s>>) -> StrId {
+        match s {
+            Some(s) => self.intern(s),
+            None => 0,
+        }
+    }
+
+    fn intern_all(&mut self, list: &Option<Vec<Str<'s>>>) -> Vec<StrId> {
+        list.iter().flatten().map(|s| self.intern(s)).collect()
+    }
+
+    fn pairs(&mut self, map: &Option<StrMap<'s>>) -> Vec<KeyValue> {
+        let Some(map) = map else { return Vec::new() };
+        let mut out = Vec::with_capacity(map.0.len());
+        for (k, v) in &map.0 {
+            out.push(KeyValue {
+                key: self.intern(k),
+                value: self.intern(v),
+            });
+        }
+        out
+    }
+
+    fn annotations(&mut self, map: &Option<StrMap<'s>>) -> Vec<KeyValue> {
+        let Some(map) = map else { return Vec::new() };
+        let mut out = Vec::with_capacity(map.0.len());
+        for (k, v) in &map.0 {
+            if k.as_str() != LAST_APPLIED {
+                out.push(KeyValue {
+                    key: self.intern(k),
+                    value: self.intern(v),
+                });
+            }
+        }
+        out
+    }
+}
+
+// --------------------------------------------------------------------------------- primitives
+
+/// An RFC 3339 timestamp as ms since the Unix epoch (sub-millisecond digits are dropped,
+/// rounding towards the past).
+pub(crate) fn parse_time_ms(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    // Fast path: what the API server writes, `2024-05-01T12:00:00Z`.
+    if b.len() == 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'Z'
+    {
+        let num = |from: usize, to: usize| -> Option<i64> {
+            b[from..to].iter().try_fold(0i64, |acc, &d| {
+                d.is_ascii_digit().then(|| acc * 10 + i64::from(d - b'0'))
+            })
+        };
+        if let (Some(y), Some(mo), Some(d), Some(h), Some(mi), Some(sec)) = (
+            num(0, 4),
+            num(5, 7),
+            num(8, 10),
+            num(11, 13),
+            num(14, 16),
+            num(17, 19),
+        ) && (1..=12).contains(&mo)
+            && d >= 1
+            && d <= days_in_month(y, mo)
+            && h < 24
+            && mi < 60
+            && sec < 60
+        {
+            let days = days_from_civil(y, mo, d);
+            return Some(((days * 24 + h) * 60 + mi) * 60_000 + sec * 1000);
+        }
+    }
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    i64::try_from(t.unix_timestamp_nanos().div_euclid(1_000_000)).ok()
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn time_field(s: &Option<Str<'_>>, field: impl FnOnce() -> String) -> Result<Option<i64>> {
+    match s {
+        None => Ok(None),
+        Some(s) => parse_time_ms(s).map(Some).ok_or_else(|| {
+            FieldError::new(
+                field(),
+                format!(
+                    "invalid timestamp {:?}: expected RFC 3339, e.g. \"2024-05-01T12:00:00Z\"",
+                    s.as_str()
+                ),
+            )
+        }),
+    }
+}
+
+/// Parse a quantity map (validating that every milli-value fits in an `i64`, which is what
+/// the archive stores); `base` renders the map's path, only on error.
+fn quantity_list<'m, 's>(
+    map: &'m Option<QtyMap<'s>>,
+    base: &dyn Fn() -> String,
+) -> Result<ResourceList<&'m Str<'s>>> {
+    let Some(map) = map else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(map.0.len());
+    for (name, value) in &map.0 {
+        match quantity::parse_nano(&value.0) {
+            Ok(nano) if quantity::nano_to_milli(nano).is_some() => out.push((name, nano)),
+            Ok(_) => {
+                return Err(FieldError::new(
+                    at(&base(), name),
+                    QuantityError::Overflow {
+                        input: value.0.to_string(),
+                    }
+                    .to_string(),
+                ));
+            }
+            Err(e) => return Err(FieldError::new(at(&base(), name), e.to_string())),
+        }
+    }
+    Ok(out)
+}
+
+/// Allocatable-style lists straight to milli-units.
+fn milli_list<'s>(
+    ctx: &mut Ctx<'s>,
+    map: &Option<QtyMap<'s>>,
+    base: &str,
+) -> Result<Vec<Quantity>> {
+    let list = quantity_list(map, &|| base.to_owned())?;
+    Ok(list
+        .into_iter()
+        .map(|(name, nano)| Quantity {
+            resource: ctx.intern(name),
+            milli: quantity::nano_to_milli_saturating(nano),
+        })
+        .collect())
+}
+
+impl AsRef<str> for Str<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+// ---------------------------------------------------------------------------------- selectors
+
+fn selector_operator(op: &Option<Str<'_>>, field: &str, node: bool) -> Result<SelectorOperator> {
+    let op = op.as_deref().unwrap_or("");
+    let parsed = match op {
+        "In" => Some(SelectorOperator::In),
+        "NotIn" => Some(SelectorOperator::NotIn),
+        "Exists" => Some(SelectorOperator::Exists),
+        "DoesNotExist" => Some(SelectorOperator::DoesNotExist),
+        "Gt" if node => Some(SelectorOperator::Gt),
+        "Lt" if node => Some(SelectorOperator::Lt),
+        _ => None,
+    };
+    parsed.ok_or_else(|| {
+        let expected = if node {
+            "In, NotIn, Exists, DoesNotExist, Gt or Lt"
+        } else {
+            "In, NotIn, Exists or DoesNotExist"
+        };
+        let what = if op.is_empty() {
+            "required field is missing".to_owned()
+        } else {
+            format!("unknown operator {op:?}")
+        };
+        FieldError::new(field, format!("{what} (expected {expected})"))
+    })
+}
+
+fn requirements<'s>(
+    ctx: &mut Ctx<'s>,
+    list: &Option<Vec<wire::Requirement<'s>>>,
+    base: &str,
+    node: bool,
+) -> Result<Vec<Requirement>> {
+    let Some(list) = list else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for (i, r) in list.iter().enumerate() {
+        let operator = selector_operator(&r.operator, &format!("{base}[{i}].operator"), node)?;
+        out.push(Requirement {
+            key: ctx.intern_opt(&r.key),
+            operator,
+            values: ctx.intern_all(&r.values),
+        });
+    }
+    Ok(out)
+}
+
+fn label_selector<'s>(
+    ctx: &mut Ctx<'s>,
+    sel: &wire::LabelSelector<'s>,
+    base: &str,
+) -> Result<LabelSelector> {
+    Ok(LabelSelector {
+        match_labels: ctx.pairs(&sel.match_labels),
+        match_expressions: requirements(
+            ctx,
+            &sel.match_expressions,
+            &format!("{base}.matchExpressions"),
+            false,
+        )?,
+    })
+}
+
+fn opt_label_selector<'s>(
+    ctx: &mut Ctx<'s>,
+    sel: &Option<wire::LabelSelector<'s>>,
+    base: &str,
+) -> Result<Option<LabelSelector>> {
+    sel.as_ref()
+        .map(|s| label_selector(ctx, s, base))
+        .transpose()
+}
+
+fn node_selector_term<'s>(
+    ctx: &mut Ctx<'s>,
+    term: &wire::NodeSelectorTerm<'s>,
+    base: &str,
+) -> Result<NodeSelectorTerm> {
+    Ok(NodeSelectorTerm {
+        match_expressions: requirements(
+            ctx,
+            &term.match_expressions,
+            &format!("{base}.matchExpressions"),
+            true,
+        )?,
+        match_fields: requirements(
+            ctx,
+            &term.match_fields,
+            &format!("{base}.matchFields"),
+            true,
+        )?,
+    })
+}
+
+fn pod_affinity_term<'s>(
+    ctx: &mut Ctx<'s>,
+    term: &wire::PodAffinityTerm<'s>,
+    base: &str,
+) -> Result<PodAffinityTerm> {
+    Ok(PodAffinityTerm {
+        label_selector: opt_label_selector(
+            ctx,
+            &term.label_selector,
+            &format!("{base}.labelSelector"),
+        )?,
+        namespaces: ctx.intern_all(&term.namespaces),
+        namespace_selector: opt_label_selector(
+            ctx,
+            &term.namespace_selector,
+            &format!("{base}.namespaceSelector"),
+        )?,
+        topology_key: ctx.intern_opt(&term.topology_key),
+        match_label_keys: ctx.intern_all(&term.match_label_keys),
+        mismatch_label_keys: ctx.intern_all(&term.mismatch_label_keys),
+    })
+}
+
+type PodTerms = (Vec<PodAffinityTerm>, Vec<WeightedPodAffinityTerm>);
+
+fn pod_affinity<'s>(
+    ctx: &mut Ctx<'s>,
+    a: &Option<wire::PodAffinity<'s>>,
+    base: &str,
+) -> Result<PodTerms> {
+    let Some(a) = a else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let mut required = Vec::new();
+    for (i, t) in a.required.iter().flatten().enumerate() {
+        required.push(pod_affinity_term(
+            ctx,
+            t,
+            &format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
+        )?);
+    }
+    let mut preferred = Vec::new();
+    for (i, w) in a.preferred.iter().flatten().enumerate() {
+        let path = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+        let term = match &w.pod_affinity_term {
+            Some(t) => pod_affinity_term(ctx, t, &format!("{path}.podAffinityTerm"))?,
+            None => {
+                return Err(FieldError::new(
+                    format!("{path}.podAffinityTerm"),
+                    "required field is missing",
+                ));
+            }
+        };
+        preferred.push(WeightedPodAffinityTerm {
+            weight: w.weight.unwrap_or(0),
+            term,
+        });
+    }
+    Ok((required, preferred))
+}
+
+fn affinity<'s>(ctx: &mut Ctx<'s>, a: &Option<wire::Affinity<'s>>) -> Result<Affinity> {
+    let Some(a) = a else {
+        return Ok(Affinity::default());
+    };
+    let mut out = Affinity::default();
+    if let Some(node) = &a.node_affinity {
+        if let Some(required) = &node.required {
+            let mut terms = Vec::new();
+            for (i, t) in required.node_selector_terms.iter().flatten().enumerate() {
+                terms.push(node_selector_term(
+                    ctx,
+                    t,
+                    &format!(
+                        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution\
+                         .nodeSelectorTerms[{i}]"
+                    ),
+                )?);
+            }
+            out.node_required = Some(terms);
+        }
+        for (i, p) in node.preferred.iter().flatten().enumerate() {
+            let path = format!(
+                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+            );
+            let term = match &p.preference {
+                Some(t) => node_selector_term(ctx, t, &format!("{path}.preference"))?,
+                None => NodeSelectorTerm::default(),
+            };
+            out.node_preferred.push(PreferredSchedulingTerm {
+                weight: p.weight.unwrap_or(0),
+                term,
+            });
+        }
+    }
+    (out.pod_affinity_required, out.pod_affinity_preferred) =
+        pod_affinity(ctx, &a.pod_affinity, "spec.affinity.podAffinity")?;
+    (
+        out.pod_anti_affinity_required,
+        out.pod_anti_affinity_preferred,
+    ) = pod_affinity(ctx, &a.pod_anti_affinity, "spec.affinity.podAntiAffinity")?;
+    Ok(out)
+}
+
+// ------------------------------------------------------------------------------------- taints
+
+fn taint_effect(effect: &str, field: impl FnOnce() -> String) -> Result<TaintEffect> {
+    match effect {
+        "NoSchedule" => Ok(TaintEffect::NoSchedule),
+        "PreferNoSchedule" => Ok(TaintEffect::PreferNoSchedule),
+        "NoExecute" => Ok(TaintEffect::NoExecute),
+        other => Err(FieldError::new(
+            field(),
+            format!(
+                "unknown taint effect {other:?} (expected NoSchedule, PreferNoSchedule or \
+                 NoExecute)"
+            ),
+        )),
+    }
+}
+
+fn taints<'s>(ctx: &mut Ctx<'s>, list: &Option<Vec<wire::Taint<'s>>>) -> Result<Vec<Taint>> {
+    let mut out = Vec::new();
+    for (i, t) in list.iter().flatten().enumerate() {
+        let effect = taint_effect(t.effect.as_deref().unwrap_or(""), || {
+            format!("spec.taints[{i}].effect")
+        })?;
+        out.push(Taint {
+            key: ctx.intern_opt(&t.key),
+            value: ctx.intern_opt(&t.value),
+            effect,
+        });
+    }
+    Ok(out)
+}
+
+fn tolerations<'s>(
+    ctx: &mut Ctx<'s>,
+    list: &Option<Vec<wire::Toleration<'s>>>,
+) -> Result<Vec<Toleration>> {
+    let mut out = Vec::new();
+    for (i, t) in list.iter().flatten().enumerate() {
+        let operator = match t.operator.as_deref().unwrap_or("") {
+            "" | "Equal" => TolerationOperator::Equal,
+            "Exists" => TolerationOperator::Exists,
+            other => {
+                return Err(FieldError::new(
+                    format!("spec.tolerations[{i}].operator"),
+                    format!("unknown operator {other:?} (expected Equal or Exists)"),
+                ));
+            }
+        };
+        let effect = match t.effect.as_deref().unwrap_or("") {
+            "" => None,
+            e => Some(taint_effect(e, || format!("spec.tolerations[{i}].effect"))?),
+        };
+        out.push(Toleration {
+            key: ctx.intern_opt(&t.key),
+            operator,
+            value: ctx.intern_opt(&t.value),
+            effect,
+        });
+    }
+    Ok(out)
+}
+
+fn inclusion_policy(p: &Option<Str<'_>>, field: &str) -> Result<Option<InclusionPolicy>> {
+    match p.as_deref() {
+        None => Ok(None),
+        Some("Honor") => Ok(Some(InclusionPolicy::Honor)),
+        Some("Ignore") => Ok(Some(InclusionPolicy::Ignore)),
+        Some(other) => Err(FieldError::new(
+            field,
+            format!("unknown policy {other:?} (expected Honor or Ignore)"),
+        )),
+    }
+}
+
+fn topology_spread<'s>(
+    ctx: &mut Ctx<'s>,
+    list: &Option<Vec<wire::TopologySpreadConstraint<'s>>>,
+) -> Result<Vec<TopologySpreadConstraint>> {
+    let mut out = Vec::new();
+    for (i, c) in list.iter().flatten().enumerate() {
+        let base = format!("spec.topologySpreadConstraints[{i}]");
+        let max_skew = c.max_skew.ok_or_else(|| {
+            FieldError::new(format!("{base}.maxSkew"), "required field is missing")
+        })?;
+        let when_unsatisfiable = match c.when_unsatisfiable.as_deref().unwrap_or("DoNotSchedule") {
+            "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
+            "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
+            other => {
+                return Err(FieldError::new(
+                    format!("{base}.whenUnsatisfiable"),
+                    format!("unknown value {other:?} (expected DoNotSchedule or ScheduleAnyway)"),
+                ));
+            }
+        };
+        out.push(TopologySpreadConstraint {
+            max_skew,
+            topology_key: ctx.intern_opt(&c.topology_key),
+            when_unsatisfiable,
+            label_selector: opt_label_selector(
+                ctx,
+                &c.label_selector,
+                &format!("{base}.labelSelector"),
+            )?,
+            min_domains: c.min_domains,
+            node_affinity_policy: inclusion_policy(
+                &c.node_affinity_policy,
+                &format!("{base}.nodeAffinityPolicy"),
+            )?,
+            node_taints_policy: inclusion_policy(
+                &c.node_taints_policy,
+                &format!("{base}.nodeTaintsPolicy"),
+            )?,
+            match_label_keys: ctx.intern_all(&c.match_label_keys),
+        });
+    }
+    Ok(out)
+}
+
+// ----------------------------------------------------------------------------------------- pod
+
+fn container_resources<'m, 's>(
+    c: &'m wire::Container<'s>,
+    list: &str,
+    i: usize,
+) -> Result<ContainerResources<&'m Str<'s>>> {
+    let (requests, limits) = match &c.resources {
+        None => (Vec::new(), Vec::new()),
+        Some(r) => (
+            quantity_list(&r.requests, &|| {
+                format!("spec.{list}[{i}].resources.requests")
+            })?,
+            quantity_list(&r.limits, &|| format!("spec.{list}[{i}].resources.limits"))?,
+        ),
+    };
+    Ok(ContainerResources {
+        requests,
+        limits,
+        restart_always: c.restart_policy.as_deref() == Some("Always"),
+    })
+}
+
+fn containers<'s>(
+    ctx: &mut Ctx<'s>,
+    out: &mut Vec<Container>,
+    kind: ContainerKind,
+    specs: &Option<Vec<wire::Container<'s>>>,
+    statuses: &Option<Vec<wire::ContainerStatus<'s>>>,
+) {
+    let statuses = statuses.as_deref().unwrap_or(&[]);
+    for c in specs.iter().flatten() {
+        let status = statuses
+            .iter()
+            .find(|s| s.name.as_deref() == c.name.as_deref());
+        let mut row = Container {
+            kind,
+            name: ctx.intern_opt(&c.name),
+            image: ctx.intern_opt(&c.image),
+            ..Container::default()
+        };
+        if let Some(s) = status {
+            row.restart_count = s.restart_count.unwrap_or(0);
+            row.ready = s.ready.unwrap_or(false);
+            if let Some(state) = &s.state {
+                if let Some(w) = &state.waiting {
+                    row.waiting_reason = ctx.intern_opt(&w.reason);
+                }
+                if let Some(t) = &state.terminated {
+                    row.terminated_reason = ctx.intern_opt(&t.reason);
+                    row.exit_code = Some(t.exit_code.unwrap_or(0));
+                }
+            }
+        }
+        out.push(row);
+    }
+}
+
+fn owner_refs<'s>(ctx: &mut Ctx<'s>, meta: &wire::ObjectMeta<'s>) -> Vec<OwnerRef> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .map(|r| OwnerRef {
+            kind: ctx.intern_opt(&r.kind),
+            name: ctx.intern_opt(&r.name),
+            uid: ctx.intern_opt(&r.uid),
+            controller: r.controller.unwrap_or(false),
+        })
+        .collect()
+}
+
+fn owned(s: &Option<Str<'_>>) -> String {
+    s.as_deref().unwrap_or("").to_owned()
+}
+
+pub(crate) fn pod<'s>(ctx: &mut Ctx<'s>, w: &wire::Pod<'s>, namespace: &str) -> Result<model::Pod> {
+    let empty_meta = wire::ObjectMeta::default();
+    let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
+    let empty_spec = wire::PodSpec::default();
+    let spec = w.spec.as_ref().unwrap_or(&empty_spec);
+    let empty_status = wire::PodStatus::default();
+    let status = w.status.as_ref().unwrap_or(&empty_status);
+    let name = owned(&meta.name);
+
+    let creation_ms = match time_field(&meta.creation_timestamp, || {
+        "metadata.creationTimestamp".into()
+    })? {
+        Some(ms) => ms,
+        None => {
+            ctx.missing_creation
+                .push(super::objects::qualified(namespace, &name));
+            ctx.time_ms
+        }
+    };
+    let phase = match status.phase.as_deref() {
+        None | Some("") | Some("Pending") => PodPhase::Pending,
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded") => PodPhase::Succeeded,
+        Some("Failed") => PodPhase::Failed,
+        Some("Unknown") => PodPhase::Unknown,
+        Some(other) => {
+            return Err(FieldError::new(
+                "status.phase",
+                format!(
+                    "unknown phase {other:?} (expected Pending, Running, Succeeded, Failed or \
+                     Unknown)"
+                ),
+            ));
+        }
+    };
+
+    // Resources: effective requests and QoS, as Kubernetes computes them.
+    let mut res: PodResources<&Str<'s>> = PodResources::default();
+    for (i, c) in spec.containers.iter().flatten().enumerate() {
+        res.containers
+            .push(container_resources(c, "containers", i)?);
+    }
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        res.init_containers
+            .push(container_resources(c, "initContainers", i)?);
+    }
+    res.overhead = quantity_list(&spec.overhead, &|| "spec.overhead".to_owned())?;
+    if let Some(r) = &spec.resources {
+        res.pod_level = Some(ResourceRequirements {
+            requests: quantity_list(&r.requests, &|| "spec.resources.requests".to_owned())?,
+            limits: quantity_list(&r.limits, &|| "spec.resources.limits".to_owned())?,
+        });
+    }
+    let status_qos = match status.qos_class.as_deref() {
+        None | Some("") => None,
+        Some(q) => Some(resources::parse_qos_class(q).ok_or_else(|| {
+            FieldError::new(
+                "status.qosClass",
+                format!("unknown QoS class {q:?} (expected BestEffort, Burstable or Guaranteed)"),
+            )
+        })?),
+    };
+    let qos = resources::pod_qos(status_qos, &res);
+    let requests: Vec<Quantity> = resources::pod_requests(&res)
+        .into_iter()
+        .map(|(name, nano)| Quantity {
+            resource: ctx.intern(name),
+            milli: quantity::nano_to_milli_saturating(nano),
+        })
+        .collect();
+
+    let mut container_rows = Vec::new();
+    containers(
+        ctx,
+        &mut container_rows,
+        ContainerKind::App,
+        &spec.containers,
+        &status.container_statuses,
+    );
+    containers(
+        ctx,
+        &mut container_rows,
+        ContainerKind::Init,
+        &spec.init_containers,
+        &status.init_container_statuses,
+    );
+    containers(
+        ctx,
+        &mut container_rows,
+        ContainerKind::Ephemeral,
+        &spec.ephemeral_containers,
+        &status.ephemeral_container_statuses,
+    );
+
+    let mut conditions = Vec::new();
+    for (i, c) in status.conditions.iter().flatten().enumerate() {
+        conditions.push(PodCondition {
+            type_: ctx.intern_opt(&c.type_),
+            status: ctx.intern_opt(&c.status),
+            reason: ctx.intern_opt(&c.reason),
+            last_transition_ms: time_field(&c.last_transition_time, || {
+                format!("status.conditions[{i}].lastTransitionTime")
+            })?,
+        });
+    }
+
+    let mut volumes = Vec::new();
+    for v in spec.volumes.iter().flatten() {
+        let (kind, claim) = if let Some(pvc) = &v.persistent_volume_claim {
+            (
+                VolumeKind::PersistentVolumeClaim,
+                ctx.intern_opt(&pvc.claim_name),
+            )
+        } else if v.empty_dir.is_some() {
+            (VolumeKind::EmptyDir, 0)
+        } else if v.host_path.is_some() {
+            (VolumeKind::HostPath, 0)
+        } else if v.ephemeral.is_some() {
+            (VolumeKind::Ephemeral, 0)
+        } else {
+            (VolumeKind::Other, 0)
+        };
+        volumes.push(Volume {
+            name: ctx.intern_opt(&v.name),
+            kind,
+            claim,
+        });
+    }
+
+    Ok(model::Pod {
+        name,
+        uid: owned(&meta.uid),
+        namespace: ctx.builder.intern(namespace),
+        node: NONE,
+        node_name: ctx.intern_opt(&spec.node_name),
+        owner_refs: owner_refs(ctx, meta),
+        owner: NONE,
+        labels: ctx.pairs(&meta.labels),
+        annotations: ctx.annotations(&meta.annotations),
+        priority: spec.priority,
+        priority_class_name: ctx.intern_opt(&spec.priority_class_name),
+        qos,
+        phase,
+        reason: ctx.intern_opt(&status.reason),
+        creation_ms,
+        start_ms: time_field(&status.start_time, || "status.startTime".into())?,
+        deletion_ms: time_field(&meta.deletion_timestamp, || {
+            "metadata.deletionTimestamp".into()
+        })?,
+        requests,
+        node_selector: ctx.pairs(&spec.node_selector),
+        affinity: affinity(ctx, &spec.affinity)?,
+        tolerations: tolerations(ctx, &spec.tolerations)?,
+        topology_spread: topology_spread(ctx, &spec.topology_spread_constraints)?,
+        containers: container_rows,
+        conditions,
+        volumes,
+        has_resource_claims: spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()),
+    })
+}
+
+// ---------------------------------------------------------------------------- other objects
+
+pub(crate) fn node<'s>(ctx: &mut Ctx<'s>, w: &wire::Node<'s>) -> Result<model::Node> {
+    let empty_meta = wire::ObjectMeta::default();
+    let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
+    let empty_spec = wire::NodeSpec::default();
+    let spec = w.spec.as_ref().unwrap_or(&empty_spec);
+    let empty_status = wire::NodeStatus::default();
+    let status = w.status.as_ref().unwrap_or(&empty_status);
+    let allocatable_set = status.allocatable.as_ref().is_some_and(|a| !a.0.is_empty());
+    let allocatable = if allocatable_set {
+        milli_list(ctx, &status.allocatable, "status.allocatable")?
+    } else {
+        milli_list(ctx, &status.capacity, "status.capacity")?
+    };
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_.as_deref() == Some("Ready"))
+        .is_some_and(|c| c.status.as_deref() == Some("True"));
+    Ok(model::Node {
+        name: ctx.intern_opt(&meta.name),
+        uid: owned(&meta.uid),
+        labels: ctx.pairs(&meta.labels),
+        taints: taints(ctx, &spec.taints)?,
+        allocatable,
+        unschedulable: spec.unschedulable.unwrap_or(false),
+        ready,
+        creation_ms: time_field(&meta.creation_timestamp, || {
+            "metadata.creationTimestamp".into()
+        })?
+        .unwrap_or(0),
+    })
+}
+
+pub(crate) fn namespace<'s>(ctx: &mut Ctx<'s>, w: &wire::MetaOnly<'s>) -> model::Namespace {
+    let empty_meta = wire::ObjectMeta::default();
+    let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
+    model::Namespace {
+        name: ctx.intern_opt(&meta.name),
+        labels: ctx.pairs(&meta.labels),
+    }
+}
+
+pub(crate) fn pdb<'s>(ctx: &mut Ctx<'s>, w: &wire::Pdb<'s>, namespace: &str) -> Result<model::Pdb> {
+    let empty_meta = wire::ObjectMeta::default();
+    let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
+    let empty_spec = wire::PdbSpec::default();
+    let spec = w.spec.as_ref().unwrap_or(&empty_spec);
+    let unhealthy_pod_eviction_policy = match spec.unhealthy_pod_eviction_policy.as_deref() {
+        None | Some("") | Some("IfHealthyBudget") => UnhealthyPodEvictionPolicy::IfHealthyBudget,
+        Some("AlwaysAllow") => UnhealthyPodEvictionPolicy::AlwaysAllow,
+        Some(other) => {
+            return Err(FieldError::new(
+                "spec.unhealthyPodEvictionPolicy",
+                format!("unknown policy {other:?} (expected IfHealthyBudget or AlwaysAllow)"),
+            ));
+        }
+    };
+    let status = match &w.status {
+        Some(s) => s,
+        None => {
+            ctx.pdb_without_status.push(super::objects::qualified(
+                namespace,
+                meta.name.as_deref().unwrap_or(""),
+            ));
+            &wire::PdbStatus::default()
+        }
+    };
+    Ok(model::Pdb {
+        namespace: ctx.builder.intern(namespace),
+        name: ctx.intern_opt(&meta.name),
+        selector: opt_label_selector(ctx, &spec.selector, "spec.selector")?,
+        disruptions_allowed: status.disruptions_allowed.unwrap_or(0),
+        current_healthy: status.current_healthy.unwrap_or(0),
+        desired_healthy: status.desired_healthy.unwrap_or(0),
+        expected_pods: status.expected_pods.unwrap_or(0),
+        unhealthy_pod_eviction_policy,
+    })
+}
+
+pub(crate) fn priority_class<'s>(
+    ctx: &mut Ctx<'s>,
+    w: &wire::PriorityClass<'s>,
+) -> Result<model::PriorityClass> {
+    let empty_meta = wire::ObjectMeta::default();
+    let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
+    Ok(model::PriorityClass {
+        name: ctx.intern_opt(&meta.name),
+        value: w
+            .value
+            .ok_or_else(|| FieldError::new("value", "required field is missing"))?,
+    })
+}
+
+pub(crate) fn pvc<'s>(ctx: &mut Ctx<'s>, w: &wire::Pvc<'s>, namespace: &str) -> model::Pvc {
+    let empty_meta = wire::ObjectMeta::default();
+    let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
+    model::Pvc {
+        namespace: ctx.builder.intern(namespace),
+        name: ctx.intern_opt(&meta.name),
+        storage_class: w
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_ref())
+            .map(|s| ctx.intern(s)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(parse_time_ms("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_time_ms("2020-03-02T08:00:00Z"),
+            Some(1_583_136_000_000)
+        );
+        assert_eq!(
+            parse_time_ms("2099-06-01T12:00:00Z"),
+            Some(4_083_998_400_000)
+        );
+        assert_eq!(parse_time_ms("1975-01-01T00:00:00Z"), Some(157_766_400_000));
+        assert_eq!(
+            parse_time_ms("2024-02-29T23:59:59Z"),
+            Some(1_709_251_199_000)
+        );
+        // Fractions, offsets and leap days go through the full parser.
+        assert_eq!(
+            parse_time_ms("2020-03-02T08:00:00.5Z"),
+            Some(1_583_136_000_500)
+        );
+        assert_eq!(
+            parse_time_ms("2020-03-02T10:00:00+02:00"),
+            Some(1_583_136_000_000)
+        );
+        assert_eq!(parse_time_ms("1969-12-31T23:59:59.9999Z"), Some(-1));
+        for bad in [
+            "",
+            "yesterday",
+            "2023-02-29T00:00:00Z",
+            "2020-13-01T00:00:00Z",
+            "2020-03-02 08:00:00",
+            "2020-03-02T25:00:00Z",
+            "2020-03-02",
+        ] {
+            assert_eq!(parse_time_ms(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn fast_path_agrees_with_the_full_parser() {
+        for s in [
+            "2000-02-29T12:34:56Z",
+            "1999-12-31T23:59:59Z",
+            "2100-03-01T00:00:00Z",
+            "1600-01-01T00:00:00Z",
+        ] {
+            let full =
+                time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+                    .unwrap();
+            assert_eq!(
+                parse_time_ms(s),
+                Some((full.unix_timestamp_nanos() / 1_000_000) as i64),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn fx_hasher_spreads_short_keys() {
+        use std::hash::BuildHasher;
+        let b = FxBuild::default();
+        let h = |s: &str| b.hash_one(s);
+        assert_ne!(h("a"), h("b"));
+        assert_ne!(h("abcdefgh"), h("abcdefgh\0"));
+        assert_ne!(h(""), h("\0"));
+    }
+}

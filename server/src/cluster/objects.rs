@@ -1,0 +1,959 @@
+//! The object set: every object of a pushed document, identified and trimmed, JSON kept once.
+//!
+//! Owns splitting a document into objects ([`parse_list`]), trimming what nobody reads
+//! (`metadata.managedFields`, the kubectl last-applied annotation), resolving duplicates (the
+//! last one wins) and the persisted form ([`ObjectSet::stored_objects`],
+//! [`ObjectSet::from_stored`]). It reads only `kind`, `apiVersion` and `metadata` here; the
+//! modelled fields are decoded by `build_snapshot`.
+//!
+//! Memory: a JSON document is validated as UTF-8 in place and kept as the backing store;
+//! objects point into it. Only trimmed objects, YAML objects and stored objects own their text.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::convert::FxBuild;
+use super::wire::{Present, Str};
+use super::{Format, IngestError, IngestWarning, ObjectKind, WarningCode, jsonpath, sample_list};
+
+/// The annotation `kubectl apply` writes; dropped from stored objects and from the snapshot.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Document bytes handed to [`parse_list`]. Owned buffers (`Vec<u8>`, `String`,
+/// `bytes::Bytes` when unique) are used in place; borrowed ones are copied once.
+#[derive(Debug)]
+pub struct Input(Vec<u8>);
+
+impl From<Vec<u8>> for Input {
+    fn from(v: Vec<u8>) -> Self {
+        Input(v)
+    }
+}
+impl From<&Vec<u8>> for Input {
+    fn from(v: &Vec<u8>) -> Self {
+        Input(v.clone())
+    }
+}
+impl From<&[u8]> for Input {
+    fn from(v: &[u8]) -> Self {
+        Input(v.to_vec())
+    }
+}
+impl<const N: usize> From<&[u8; N]> for Input {
+    fn from(v: &[u8; N]) -> Self {
+        Input(v.to_vec())
+    }
+}
+impl From<String> for Input {
+    fn from(v: String) -> Self {
+        Input(v.into_bytes())
+    }
+}
+impl From<&str> for Input {
+    fn from(v: &str) -> Self {
+        Input(v.as_bytes().to_vec())
+    }
+}
+impl From<&String> for Input {
+    fn from(v: &String) -> Self {
+        Input(v.as_bytes().to_vec())
+    }
+}
+impl From<bytes::Bytes> for Input {
+    fn from(v: bytes::Bytes) -> Self {
+        Input(Vec::from(v))
+    }
+}
+
+/// The kind of an object: modelled, or any other kind kept raw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Known(ObjectKind),
+    Other(Box<str>),
+}
+
+impl Kind {
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Kind::Known(k) => k.as_str(),
+            Kind::Other(s) => s,
+        }
+    }
+}
+
+/// Where an object's JSON lives in a [`JsonStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Span {
+    /// A byte range of the input document.
+    Input(usize, usize),
+    /// An index into the owned texts.
+    Owned(usize),
+}
+
+/// The text of every object; shared (read-only) by the object set and its snapshots.
+#[derive(Debug, Default)]
+pub(crate) struct JsonStore {
+    input: String,
+    owned: Vec<String>,
+}
+
+impl JsonStore {
+    pub(crate) fn get(&self, span: Span) -> &str {
+        match span {
+            Span::Input(start, end) => &self.input[start..end],
+            Span::Owned(i) => &self.owned[i],
+        }
+    }
+}
+
+/// One object of the set.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub kind: Kind,
+    pub api_version: Box<str>,
+    /// `""` for cluster-scoped objects.
+    pub namespace: Box<str>,
+    pub name: Box<str>,
+    pub uid: Box<str>,
+    /// Position in the pushed document (or the stored order).
+    pub index: usize,
+    pub span: Span,
+}
+
+/// The parsed objects of one document, each with its trimmed JSON.
+#[derive(Debug, Clone)]
+pub struct ObjectSet {
+    pub(crate) store: Arc<JsonStore>,
+    pub(crate) entries: Vec<Entry>,
+    warnings: Vec<IngestWarning>,
+}
+
+/// One object in the form the store persists (borrowed from the set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredObject<'a> {
+    pub kind: &'a str,
+    pub api_version: &'a str,
+    /// `None` for cluster-scoped objects.
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+    pub uid: Option<&'a str>,
+    /// The trimmed object as JSON.
+    pub json: &'a str,
+}
+
+/// One object as read back from the store (owned; its JSON is moved into the set, not copied).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredObjectBuf {
+    pub kind: String,
+    pub api_version: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub uid: Option<String>,
+    pub json: String,
+}
+
+impl StoredObject<'_> {
+    pub fn to_owned_object(&self) -> StoredObjectBuf {
+        StoredObjectBuf {
+            kind: self.kind.to_owned(),
+            api_version: self.api_version.to_owned(),
+            namespace: self.namespace.map(str::to_owned),
+            name: self.name.to_owned(),
+            uid: self.uid.map(str::to_owned),
+            json: self.json.to_owned(),
+        }
+    }
+}
+
+impl ObjectSet {
+    /// Number of objects (after duplicates were resolved).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// What was odd about the document (unknown kinds, duplicates, defaulted namespaces).
+    pub fn warnings(&self) -> &[IngestWarning] {
+        &self.warnings
+    }
+
+    /// Objects per kind (every kind, modelled or not).
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for e in &self.entries {
+            *counts.entry(e.kind.as_str().to_owned()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// Every object, in document order, in the form the store persists.
+    pub fn stored_objects(&self) -> impl ExactSizeIterator<Item = StoredObject<'_>> + '_ {
+        self.entries.iter().map(|e| StoredObject {
+            kind: e.kind.as_str(),
+            api_version: &e.api_version,
+            namespace: (!e.namespace.is_empty()).then_some(&*e.namespace),
+            name: &e.name,
+            uid: (!e.uid.is_empty()).then_some(&*e.uid),
+            json: self.store.get(e.span),
+        })
+    }
+
+    /// The object `kind` `namespace/name` (namespace `""` for cluster-scoped kinds), as JSON.
+    pub fn find(&self, kind: &str, namespace: &str, name: &str) -> Option<StoredObject<'_>> {
+        self.stored_objects()
+            .find(|o| o.kind == kind && o.namespace.unwrap_or("") == namespace && o.name == name)
+    }
+
+    /// Rebuild a set from what [`ObjectSet::stored_objects`] persisted (at start-up). The JSON
+    /// is not re-validated here; [`super::build_snapshot`] decodes it and reports problems.
+    pub fn from_stored<I>(objects: I) -> Result<ObjectSet, IngestError>
+    where
+        I: IntoIterator,
+        I::Item: Into<StoredObjectBuf>,
+    {
+        let mut b = SetBuilder::default();
+        for (index, object) in objects.into_iter().enumerate() {
+            let o: StoredObjectBuf = object.into();
+            let slot = b.owned.len();
+            b.owned.push(o.json);
+            b.add(
+                index,
+                Identity {
+                    kind: &o.kind,
+                    api_version: &o.api_version,
+                    namespace: o.namespace.as_deref(),
+                    name: &o.name,
+                    uid: o.uid.as_deref(),
+                },
+                Span::Owned(slot),
+            )?;
+        }
+        Ok(b.finish(String::new()))
+    }
+}
+
+/// Split a Kubernetes document into objects: a kubectl `List` (`kind: List` or any `XList`
+/// with `items`), or a single object. YAML may hold several documents (`---`), each a list or
+/// an object. Blocking and CPU-bound.
+pub fn parse_list(input: impl Into<Input>, format: Format) -> Result<ObjectSet, IngestError> {
+    let Input(bytes) = input.into();
+    match format {
+        Format::Json => parse_json(bytes),
+        Format::Yaml => parse_yaml(&bytes),
+    }
+}
+
+fn parse_json(bytes: Vec<u8>) -> Result<ObjectSet, IngestError> {
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let (line, column) = line_col(e.as_bytes(), at);
+        IngestError::Malformed {
+            line,
+            column,
+            message: "invalid UTF-8 (JSON must be UTF-8 encoded)".into(),
+        }
+    })?;
+    let mut b = SetBuilder::default();
+    {
+        let top: Top<'_> = serde_json::from_str(&text).map_err(|e| malformed_json(&e))?;
+        match top.items {
+            Some(items) if top.is_list() => add_items(&mut b, &text, &items)?,
+            _ => {
+                let json = text.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
+                let start = json.as_ptr() as usize - text.as_ptr() as usize;
+                b.add_json(0, json, Some(Span::Input(start, start + json.len())))?;
+            }
+        }
+    }
+    Ok(b.finish(text))
+}
+
+/// Below this many items, heads are read on the calling thread only.
+const PARALLEL_MIN_ITEMS: usize = 4096;
+
+/// Add the items of a JSON list. Large lists read the second half's heads on a scoped thread
+/// while the calling thread handles the first half; objects are added in document order, so
+/// duplicates and the first error are resolved exactly as sequentially.
+fn add_items(b: &mut SetBuilder, text: &str, items: &[&RawValue]) -> Result<(), IngestError> {
+    let base = text.as_ptr() as usize;
+    let span_of = |json: &str| {
+        let start = json.as_ptr() as usize - base;
+        Some(Span::Input(start, start + json.len()))
+    };
+    if items.len() < PARALLEL_MIN_ITEMS {
+        for (index, raw) in items.iter().enumerate() {
+            b.add_json(index, raw.get(), span_of(raw.get()))?;
+        }
+        return Ok(());
+    }
+    let mid = items.len() / 2;
+    let (first, second) = items.split_at(mid);
+    std::thread::scope(|scope| {
+        let heads = scope.spawn(|| {
+            let mut out = Vec::with_capacity(second.len());
+            for (k, raw) in second.iter().enumerate() {
+                let head = read_head(mid + k, raw.get());
+                let failed = head.is_err();
+                out.push(head);
+                if failed {
+                    break;
+                }
+            }
+            out
+        });
+        for (index, raw) in first.iter().enumerate() {
+            b.add_json(index, raw.get(), span_of(raw.get()))?;
+        }
+        let heads = heads
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        for (k, head) in heads.into_iter().enumerate() {
+            let (head, trimmed) = head?;
+            let json = second[k].get();
+            b.add_head(mid + k, json, &head, trimmed, span_of(json))?;
+        }
+        Ok(())
+    })
+}
+
+fn parse_yaml(bytes: &[u8]) -> Result<ObjectSet, IngestError> {
+    let mut b = SetBuilder::default();
+    let mut index = 0;
+    for doc in serde_yaml::Deserializer::from_slice(bytes) {
+        let value = serde_json::Value::deserialize(doc).map_err(|e| malformed_yaml(&e))?;
+        let items = match value {
+            serde_json::Value::Null => continue,
+            serde_json::Value::Object(mut map) => {
+                let has_kind = map.contains_key("kind");
+                let is_list = match map.get("kind") {
+                    Some(serde_json::Value::String(k)) => k.ends_with("List"),
+                    None => true,
+                    _ => false,
+                };
+                match map.get_mut("items") {
+                    Some(serde_json::Value::Array(items)) if is_list => std::mem::take(items),
+                    Some(serde_json::Value::Null) if is_list && has_kind => Vec::new(),
+                    _ => vec![serde_json::Value::Object(map)],
+                }
+            }
+            other => {
+                return Err(IngestError::Malformed {
+                    line: 1,
+                    column: 1,
+                    message: format!(
+                        "expected a Kubernetes object or List, found {}",
+                        json_type(&other)
+                    ),
+                });
+            }
+        };
+        for item in items {
+            let json = serde_json::to_string(&item)
+                .map_err(|e| IngestError::Archive(format!("re-encoding a YAML item: {e}")))?;
+            b.add_json(index, &json, None)?;
+            index += 1;
+        }
+    }
+    Ok(b.finish(String::new()))
+}
+
+fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+fn malformed_json(e: &serde_json::Error) -> IngestError {
+    IngestError::Malformed {
+        line: e.line().max(1),
+        column: e.column().max(1),
+        message: format!("invalid JSON: {}", jsonpath::bare_message(e)),
+    }
+}
+
+fn malformed_yaml(e: &serde_yaml::Error) -> IngestError {
+    let (line, column) = e
+        .location()
+        .map_or((1, 1), |l| (l.line().max(1), l.column().max(1)));
+    let text = e.to_string();
+    // serde_yaml appends " at line L column C"; the position has fields of its own.
+    let message = match text.rfind(" at line ") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    };
+    IngestError::Malformed {
+        line,
+        column,
+        message: format!("invalid YAML: {message}"),
+    }
+}
+
+/// 1-based line and column (in characters) of byte `at`.
+fn line_col(bytes: &[u8], at: usize) -> (usize, usize) {
+    let before = &bytes[..at.min(bytes.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
+    (line, column)
+}
+
+// -------------------------------------------------------------------------- top-level document
+
+/// The top level of a JSON document: `kind` and, for lists, the raw items.
+struct Top<'a> {
+    kind: Option<Str<'a>>,
+    has_kind: bool,
+    items: Option<Vec<&'a RawValue>>,
+}
+
+impl Top<'_> {
+    /// A `List`/`XList` with items, or kind-less `{"items": [...]}`.
+    fn is_list(&self) -> bool {
+        match &self.kind {
+            Some(k) => k.ends_with("List"),
+            None => !self.has_kind,
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Top<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Top<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a Kubernetes object or List (a JSON object)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top<'a>, A::Error> {
+                let mut top = Top {
+                    kind: None,
+                    has_kind: false,
+                    items: None,
+                };
+                while let Some(key) = map.next_key::<Str<'de>>()? {
+                    match key.as_str() {
+                        "kind" => {
+                            top.has_kind = true;
+                            top.kind = map.next_value::<Option<KindField<'a>>>()?.and_then(|k| k.0);
+                        }
+                        "items" => top.items = map.next_value::<ItemsField<'a>>()?.0,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(top)
+            }
+        }
+        d.deserialize_map(V(PhantomData))
+    }
+}
+
+/// `kind` at the top level: a string, or anything else (then this is not a list).
+struct KindField<'a>(Option<Str<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for KindField<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = KindField<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(KindField(Some(Str(Cow::Borrowed(v)))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(KindField(Some(Str(Cow::Owned(v.to_owned())))))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(KindField(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(KindField(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(KindField(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(KindField(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(KindField(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(KindField(None))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// `items` at the top level: the raw elements when it is an array; skipped otherwise (a
+/// single object that happens to have an `items` field).
+struct ItemsField<'a>(Option<Vec<&'a RawValue>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for ItemsField<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = ItemsField<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+                    items.push(raw);
+                }
+                Ok(ItemsField(Some(items)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(ItemsField(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(ItemsField(Some(Vec::new())))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(ItemsField(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(ItemsField(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(ItemsField(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(ItemsField(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(ItemsField(None))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+// ---------------------------------------------------------------------------------- one object
+
+/// What the set reads of each object.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Head<'a> {
+    #[serde(borrow)]
+    kind: Option<Str<'a>>,
+    #[serde(borrow)]
+    api_version: Option<Str<'a>>,
+    #[serde(borrow)]
+    metadata: Option<MetaHead<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaHead<'a> {
+    #[serde(borrow)]
+    name: Option<Str<'a>>,
+    #[serde(borrow)]
+    namespace: Option<Str<'a>>,
+    #[serde(borrow)]
+    uid: Option<Str<'a>>,
+    managed_fields: Present,
+    annotations: Option<AnnotationKeys>,
+}
+
+/// Whether the annotations hold the last-applied configuration (values are skipped).
+struct AnnotationKeys {
+    last_applied: bool,
+}
+
+impl<'de> Deserialize<'de> for AnnotationKeys {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = AnnotationKeys;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AnnotationKeys, A::Error> {
+                let mut last_applied = false;
+                while let Some(key) = map.next_key::<Str<'de>>()? {
+                    last_applied |= key.as_str() == LAST_APPLIED;
+                    map.next_value::<IgnoredAny>()?;
+                }
+                Ok(AnnotationKeys { last_applied })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A JSON object as ordered `(key, raw value)` pairs, for trimming without re-encoding.
+struct RawMap<'a>(Vec<(Str<'a>, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawMap<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = RawMap<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawMap<'a>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(pair) = map.next_entry::<Str<'a>, &'a RawValue>()? {
+                    out.push(pair);
+                }
+                Ok(RawMap(out))
+            }
+        }
+        d.deserialize_map(V(PhantomData))
+    }
+}
+
+fn push_pair(out: &mut String, first: &mut bool, key: &str, raw: &str) {
+    if !*first {
+        out.push(',');
+    }
+    *first = false;
+    // A key re-encoded by serde_json is always valid JSON.
+    out.push_str(&serde_json::to_string(key).unwrap_or_else(|_| format!("{key:?}")));
+    out.push(':');
+    out.push_str(raw);
+}
+
+/// The object without `metadata.managedFields` and the last-applied annotation (an
+/// `annotations` object left empty is dropped). Everything else is kept byte for byte.
+pub(crate) fn trim(json: &str) -> Result<String, serde_json::Error> {
+    let top: RawMap<'_> = serde_json::from_str(json)?;
+    let mut out = String::with_capacity(json.len());
+    out.push('{');
+    let mut first = true;
+    for (key, raw) in &top.0 {
+        if key.as_str() != "metadata" || raw.get() == "null" {
+            push_pair(&mut out, &mut first, key, raw.get());
+            continue;
+        }
+        let meta: RawMap<'_> = serde_json::from_str(raw.get())?;
+        let mut m = String::with_capacity(raw.get().len());
+        m.push('{');
+        let mut m_first = true;
+        for (mkey, mraw) in &meta.0 {
+            match mkey.as_str() {
+                "managedFields" => {}
+                "annotations" if mraw.get() != "null" => {
+                    let annotations: RawMap<'_> = serde_json::from_str(mraw.get())?;
+                    let mut a = String::with_capacity(mraw.get().len());
+                    a.push('{');
+                    let mut a_first = true;
+                    for (akey, araw) in &annotations.0 {
+                        if akey.as_str() != LAST_APPLIED {
+                            push_pair(&mut a, &mut a_first, akey, araw.get());
+                        }
+                    }
+                    a.push('}');
+                    if !a_first {
+                        push_pair(&mut m, &mut m_first, mkey, &a);
+                    }
+                }
+                _ => push_pair(&mut m, &mut m_first, mkey, mraw.get()),
+            }
+        }
+        m.push('}');
+        push_pair(&mut out, &mut first, key, &m);
+    }
+    out.push('}');
+    Ok(out)
+}
+
+/// Read what the set needs of one object (kind, apiVersion, metadata) and, when it carries
+/// managed fields or the last-applied annotation, its trimmed JSON. Pure: runs on any thread.
+fn read_head(index: usize, json: &str) -> Result<(Head<'_>, Option<String>), IngestError> {
+    let head: Head<'_> = serde_json::from_str(json).map_err(|e| {
+        let (field, message) = if json.trim_start().starts_with('{') {
+            jsonpath::locate(json, &e)
+        } else {
+            (
+                String::new(),
+                format!(
+                    "expected a Kubernetes object (a JSON object), found {}",
+                    json.chars().take(40).collect::<String>()
+                ),
+            )
+        };
+        IngestError::InvalidObject {
+            index,
+            kind: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+            field,
+            message,
+        }
+    })?;
+    let meta = head.metadata.as_ref();
+    let needs_trim = meta.is_some_and(|m| {
+        m.managed_fields.is_some() || m.annotations.as_ref().is_some_and(|a| a.last_applied)
+    });
+    let trimmed = if needs_trim {
+        Some(trim(json).map_err(|e| {
+            IngestError::InvalidObject {
+                index,
+                kind: head.kind.as_deref().unwrap_or("").to_owned(),
+                namespace: meta
+                    .and_then(|m| m.namespace.as_deref())
+                    .unwrap_or("")
+                    .to_owned(),
+                name: meta
+                    .and_then(|m| m.name.as_deref())
+                    .unwrap_or("")
+                    .to_owned(),
+                field: String::new(),
+                message: jsonpath::bare_message(&e),
+            }
+        })?)
+    } else {
+        None
+    };
+    Ok((head, trimmed))
+}
+
+/// Who an object is, as read from its head or from the store.
+struct Identity<'a> {
+    kind: &'a str,
+    api_version: &'a str,
+    namespace: Option<&'a str>,
+    name: &'a str,
+    uid: Option<&'a str>,
+}
+
+/// Unknown kinds seen, per (kind, apiVersion): count and a few names.
+#[derive(Default)]
+struct Seen {
+    count: usize,
+    sample: Vec<String>,
+}
+
+impl Seen {
+    fn add(&mut self, name: impl FnOnce() -> String) {
+        self.count += 1;
+        if self.sample.len() < 5 {
+            self.sample.push(name());
+        }
+    }
+}
+
+#[derive(Default)]
+struct SetBuilder {
+    entries: Vec<Option<Entry>>,
+    owned: Vec<String>,
+    by_key: HashMap<String, usize, FxBuild>,
+    unknown: BTreeMap<(String, String), Seen>,
+    no_namespace: Seen,
+    warnings: Vec<IngestWarning>,
+}
+
+impl SetBuilder {
+    /// Read the head of one object's JSON and add it. `span` is where the JSON already lives
+    /// (in the input); `None` means the builder must own a copy.
+    fn add_json(
+        &mut self,
+        index: usize,
+        json: &str,
+        span: Option<Span>,
+    ) -> Result<(), IngestError> {
+        let (head, trimmed) = read_head(index, json)?;
+        self.add_head(index, json, &head, trimmed, span)
+    }
+
+    /// Add an object whose head was read by [`read_head`].
+    fn add_head(
+        &mut self,
+        index: usize,
+        json: &str,
+        head: &Head<'_>,
+        trimmed: Option<String>,
+        span: Option<Span>,
+    ) -> Result<(), IngestError> {
+        let meta = head.metadata.as_ref();
+        let identity = Identity {
+            kind: head.kind.as_deref().unwrap_or(""),
+            api_version: head.api_version.as_deref().unwrap_or(""),
+            namespace: meta.and_then(|m| m.namespace.as_deref()),
+            name: meta.and_then(|m| m.name.as_deref()).unwrap_or(""),
+            uid: meta.and_then(|m| m.uid.as_deref()),
+        };
+        let span = match (trimmed, span) {
+            (Some(trimmed), _) => {
+                self.owned.push(trimmed);
+                Span::Owned(self.owned.len() - 1)
+            }
+            (None, Some(span)) => span,
+            (None, None) => {
+                self.owned.push(json.to_owned());
+                Span::Owned(self.owned.len() - 1)
+            }
+        };
+        self.add(index, identity, span)
+    }
+
+    fn add(&mut self, index: usize, id: Identity<'_>, span: Span) -> Result<(), IngestError> {
+        let missing = |field: &str| IngestError::InvalidObject {
+            index,
+            kind: id.kind.to_owned(),
+            namespace: id.namespace.unwrap_or("").to_owned(),
+            name: String::new(),
+            field: field.to_owned(),
+            message: "required field is missing".to_owned(),
+        };
+        if id.kind.is_empty() {
+            return Err(missing("kind"));
+        }
+        if id.name.is_empty() {
+            return Err(missing("metadata.name"));
+        }
+        let known =
+            ObjectKind::from_kind(id.kind).filter(|k| k.accepts_api_version(id.api_version));
+        let namespace = match known {
+            Some(k) if !k.is_namespaced() => "",
+            Some(_) => match id.namespace {
+                Some(ns) if !ns.is_empty() => ns,
+                _ => {
+                    self.no_namespace.add(|| format!("{} {}", id.kind, id.name));
+                    "default"
+                }
+            },
+            None => id.namespace.unwrap_or(""),
+        };
+        let kind = match known {
+            Some(k) => Kind::Known(k),
+            None => {
+                self.unknown
+                    .entry((id.kind.to_owned(), id.api_version.to_owned()))
+                    .or_default()
+                    .add(|| qualified(namespace, id.name));
+                Kind::Other(id.kind.into())
+            }
+        };
+        let key = format!("{}\0{}\0{}", id.kind, namespace, id.name);
+        let slot = self.entries.len();
+        if let Some(previous) = self.by_key.insert(key, slot)
+            && let Some(old) = self.entries[previous].take()
+        {
+            self.warnings.push(IngestWarning::new(
+                WarningCode::DuplicateObject,
+                1,
+                format!(
+                    "{} {} appears more than once (items {} and {}); the last one is kept",
+                    id.kind,
+                    qualified(namespace, id.name),
+                    old.index,
+                    index
+                ),
+            ));
+        }
+        self.entries.push(Some(Entry {
+            kind,
+            api_version: id.api_version.into(),
+            namespace: namespace.into(),
+            name: id.name.into(),
+            uid: id.uid.unwrap_or("").into(),
+            index,
+            span,
+        }));
+        Ok(())
+    }
+
+    fn finish(mut self, input: String) -> ObjectSet {
+        for ((kind, api_version), seen) in &self.unknown {
+            let names = sample_list(seen.sample.iter().map(String::as_str), seen.count);
+            let what = if api_version.is_empty() {
+                kind.clone()
+            } else {
+                format!("{kind} ({api_version})")
+            };
+            let message = match ObjectKind::from_kind(kind) {
+                Some(known) => format!(
+                    "{} object(s) of kind {what} are kept as raw JSON but not modelled: only {} \
+                     is read{}: {names}",
+                    seen.count,
+                    match known {
+                        ObjectKind::PodDisruptionBudget => "policy/v1",
+                        ObjectKind::PriorityClass => "scheduling.k8s.io/*",
+                        _ => "v1",
+                    },
+                    if known == ObjectKind::PodDisruptionBudget {
+                        " (policy/v1beta1 was removed in Kubernetes 1.25), so these budgets \
+                         protect no pod"
+                    } else {
+                        ""
+                    }
+                ),
+                None => format!(
+                    "{} object(s) of kind {what} are kept as raw JSON but not modelled by the \
+                     snapshot: {names}",
+                    seen.count
+                ),
+            };
+            self.warnings.push(IngestWarning::new(
+                WarningCode::UnknownKind,
+                seen.count,
+                message,
+            ));
+        }
+        if self.no_namespace.count > 0 {
+            self.warnings.push(IngestWarning::new(
+                WarningCode::MissingNamespace,
+                self.no_namespace.count,
+                format!(
+                    "{} namespaced object(s) have no metadata.namespace and were placed in \
+                     \"default\": {}",
+                    self.no_namespace.count,
+                    sample_list(
+                        self.no_namespace.sample.iter().map(String::as_str),
+                        self.no_namespace.count
+                    )
+                ),
+            ));
+        }
+        ObjectSet {
+            store: Arc::new(JsonStore {
+                input,
+                owned: self.owned,
+            }),
+            entries: self.entries.into_iter().flatten().collect(),
+            warnings: self.warnings,
+        }
+    }
+}
+
+/// `namespace/name`, or `name` for cluster-scoped objects.
+pub(crate) fn qualified(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}

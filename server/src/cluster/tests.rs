@@ -1,0 +1,1054 @@
+//! Ingestion tests: a realistic kubectl List end to end, every error path, warnings, trimming.
+
+use std::collections::BTreeMap;
+
+use rebalancer_policy_sdk::k8s::quantity::parse_milli;
+use rebalancer_policy_sdk::model::{
+    ArchivedContainerKind, ArchivedInclusionPolicy, ArchivedSelectorOperator, ArchivedTaintEffect,
+    ArchivedTolerationOperator, ArchivedUnhealthyPodEvictionPolicy, ArchivedVolumeKind,
+    ArchivedWhenUnsatisfiable, ContainerKind, PodPhase, QosClass,
+};
+use rebalancer_policy_sdk::view::{Cluster, PodRef};
+
+use super::*;
+
+const LIST_JSON: &str = include_str!("testdata/list.json");
+
+fn ingest(doc: &str, format: Format) -> Result<ClusterSnapshot, IngestError> {
+    let set = parse_list(doc, format)?;
+    build_snapshot(&set, 7, 1_700_000_000_000)
+}
+
+fn fixture() -> ClusterSnapshot {
+    ingest(LIST_JSON, Format::Json).expect("the fixture ingests")
+}
+
+fn pod<'a>(c: Cluster<'a>, name: &str) -> PodRef<'a> {
+    c.pods()
+        .find(|p| p.name() == name)
+        .unwrap_or_else(|| panic!("pod {name} in the snapshot"))
+}
+
+fn m(q: &str) -> i64 {
+    parse_milli(q).unwrap()
+}
+
+fn id(c: Cluster<'_>, s: &str) -> u32 {
+    c.lookup(s).unwrap_or_else(|| panic!("{s:?} interned"))
+}
+
+fn invalid(err: IngestError) -> (usize, String, String, String, String, String) {
+    match err {
+        IngestError::InvalidObject {
+            index,
+            kind,
+            namespace,
+            name,
+            field,
+            message,
+        } => (index, kind, namespace, name, field, message),
+        other => panic!("expected InvalidObject, got {other:?}"),
+    }
+}
+
+fn malformed(err: IngestError) -> (usize, usize, String) {
+    match err {
+        IngestError::Malformed {
+            line,
+            column,
+            message,
+        } => (line, column, message),
+        other => panic!("expected Malformed, got {other:?}"),
+    }
+}
+
+/// A list of `items` (JSON texts).
+fn list(items: &[&str]) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"List","items":[{}]}}"#,
+        items.join(",")
+    )
+}
+
+const POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","namespace":"shop","uid":"u1","creationTimestamp":"2020-01-01T00:00:00Z"},
+ "spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"CPU"}}}]},"status":{"phase":"Running"}}"#;
+
+// --------------------------------------------------------------------------- the whole fixture
+
+#[test]
+fn realistic_list_counts_and_warnings() {
+    let snap = fixture();
+    assert_eq!(snap.revision, 7);
+    assert_eq!(snap.time_ms, 1_700_000_000_000);
+    let expect = [
+        ("Namespace", 2),
+        ("Node", 3),
+        ("Pod", 4),
+        ("PodDisruptionBudget", 3),
+        ("PriorityClass", 1),
+        ("PersistentVolumeClaim", 2),
+        ("Service", 1),
+    ];
+    assert_eq!(
+        snap.counts,
+        expect
+            .iter()
+            .map(|(k, n)| (k.to_string(), *n as u64))
+            .collect::<BTreeMap<_, _>>()
+    );
+    let codes: Vec<WarningCode> = snap.warnings.iter().map(|w| w.code).collect();
+    assert_eq!(
+        codes,
+        vec![
+            WarningCode::DuplicateObject,
+            WarningCode::UnknownKind,
+            WarningCode::UnknownKind,
+            WarningCode::PdbWithoutStatus,
+            WarningCode::NodeNotFound,
+        ],
+        "{:#?}",
+        snap.warnings
+    );
+    let text: Vec<String> = snap.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        text[0].contains("Namespace shop appears more than once (items 0 and 16)"),
+        "{}",
+        text[0]
+    );
+    assert!(
+        text[1].contains("PodDisruptionBudget (policy/v1beta1)"),
+        "{}",
+        text[1]
+    );
+    assert!(text[1].contains("protect no pod"), "{}", text[1]);
+    assert!(
+        text[2].contains("Service (v1)") && text[2].contains("\"shop/web\""),
+        "{}",
+        text[2]
+    );
+    assert!(text[3].contains("shop/fresh"), "{}", text[3]);
+    assert!(
+        text[4].contains("\"node-gone\"") && text[4].contains("\"kube-system/static-web\""),
+        "{}",
+        text[4]
+    );
+    let c = snap.cluster();
+    assert_eq!((c.node_count(), c.pod_count()), (3, 4));
+    // Only the policy/v1 PDBs are modelled; duplicates keep the last namespace.
+    assert_eq!(c.archive().pdbs.len(), 2);
+    let shop = c.namespace(id(c, "shop")).expect("namespace shop");
+    assert_eq!(shop.labels.len(), 3);
+    assert!(
+        shop.labels
+            .iter()
+            .any(|kv| kv.key.to_native() == id(c, "tier") && c.str(kv.value.to_native()) == "prod")
+    );
+    assert_eq!(c.priority_class_value("business-critical"), Some(100_000));
+}
+
+#[test]
+fn nodes_land_in_the_archive() {
+    let snap = fixture();
+    let c = snap.cluster();
+    let names: Vec<&str> = c.nodes().map(|n| n.name()).collect();
+    assert_eq!(names, ["node-a", "node-b", "node-c"]);
+    let (a, b, cc) = (c.node(0), c.node(1), c.node(2));
+    assert!(a.is_ready() && !a.is_unschedulable());
+    assert_eq!(a.allocatable(id(c, "cpu")), 3800);
+    assert_eq!(a.allocatable(id(c, "memory")), m("15Gi"));
+    assert_eq!(a.allocatable(id(c, "pods")), 110_000);
+    assert_eq!(a.allocatable(id(c, "ephemeral-storage")), m("100Gi"));
+    assert_eq!(a.label("topology.kubernetes.io/zone"), Some("eu-west-1a"));
+    assert_eq!(a.raw.uid.as_str(), "node-node-a");
+    assert_eq!(a.raw.creation_ms.to_native(), 1_583_136_000_000);
+    let taints: Vec<_> = b.taints().collect();
+    assert_eq!(taints.len(), 2);
+    assert_eq!(
+        (c.str(taints[0].0), c.str(taints[0].1)),
+        ("dedicated", "batch")
+    );
+    assert!(matches!(
+        b.raw.taints[1].effect,
+        ArchivedTaintEffect::PreferNoSchedule
+    ));
+    assert_eq!(b.raw.taints[1].value.to_native(), 0);
+    // node-c: NotReady, cordoned, no allocatable → capacity.
+    assert!(!cc.is_ready() && cc.is_unschedulable());
+    assert_eq!(cc.allocatable(id(c, "cpu")), 2000);
+    assert_eq!(cc.allocatable(id(c, "memory")), m("8Gi"));
+}
+
+#[test]
+fn pod_scalars_requests_and_qos() {
+    let snap = fixture();
+    let c = snap.cluster();
+    let web = pod(c, "web-7d4b9c8f6d-x2x7q");
+    assert_eq!(web.namespace(), "shop");
+    assert_eq!(web.uid(), "pod-web-1");
+    assert_eq!(web.node(), Some(0));
+    assert_eq!(web.node_name(), "node-a");
+    assert_eq!(web.phase(), PodPhase::Running);
+    assert_eq!(web.qos(), QosClass::Burstable);
+    assert_eq!(web.priority(), Some(100_000));
+    assert_eq!(
+        c.str(web.raw.priority_class_name.to_native()),
+        "business-critical"
+    );
+    assert_eq!(web.creation_ms(), 1_583_136_420_000);
+    assert_eq!(web.start_ms(), Some(1_583_136_450_000));
+    assert!(!web.has_deletion_timestamp());
+    // max(app 300m + sidecar 100m, init 1) + overhead 10m; memory max(512+64, 256) + 20 Mi.
+    assert_eq!(web.request(id(c, "cpu")), 1010);
+    assert_eq!(web.request(id(c, "memory")), m("596Mi"));
+    assert_eq!(web.label("app.kubernetes.io/name"), Some("web"));
+    assert_eq!(web.annotation("prometheus.io/scrape"), Some("true"));
+    assert!(!web.has_annotation("kubectl.kubernetes.io/last-applied-configuration"));
+    assert_eq!(web.owner_kind(), "ReplicaSet");
+    let owner = web.owner_record().expect("owner");
+    assert_eq!(c.str(owner.name.to_native()), "web-7d4b9c8f6d");
+    assert_eq!(c.str(owner.uid.to_native()), "rs-web");
+    assert!(web.raw.owner_refs[0].controller);
+    assert!(web.raw.has_resource_claims);
+    assert_eq!(web.raw.node_selector.len(), 1);
+
+    let job = pod(c, "report-28000000-abcde");
+    assert_eq!(job.phase(), PodPhase::Failed);
+    assert!(job.is_terminal());
+    assert_eq!(c.str(job.raw.reason.to_native()), "DeadlineExceeded");
+    assert_eq!(job.qos(), QosClass::Guaranteed); // computed: no status.qosClass
+    assert_eq!(
+        job.raw.deletion_ms.as_ref().map(|t| t.to_native()),
+        Some(4_083_998_400_000)
+    );
+    assert_eq!(job.priority(), None);
+
+    let stray = pod(c, "static-web");
+    assert_eq!(stray.node(), None);
+    assert_eq!(stray.node_name(), "node-gone");
+    assert_eq!(stray.owner(), None);
+
+    let pending = pod(c, "pending-1");
+    assert_eq!(pending.node(), None);
+    assert_eq!(pending.node_name(), "");
+    assert_eq!(pending.qos(), QosClass::BestEffort);
+    assert!(pending.raw.requests.is_empty());
+    assert_eq!(
+        pending.raw.conditions[0]
+            .last_transition_ms
+            .as_ref()
+            .map(|t| t.to_native()),
+        Some(1_583_136_001_000)
+    );
+}
+
+#[test]
+fn pod_containers_conditions_and_volumes() {
+    let snap = fixture();
+    let c = snap.cluster();
+    let web = pod(c, "web-7d4b9c8f6d-x2x7q");
+    let app: Vec<_> = web.containers(ContainerKind::App).collect();
+    let init: Vec<_> = web.containers(ContainerKind::Init).collect();
+    assert_eq!((app.len(), init.len()), (2, 2));
+    assert_eq!(c.str(app[0].name.to_native()), "web");
+    assert_eq!(
+        c.str(app[0].image.to_native()),
+        "registry.example.com/shop/web:1.4.2"
+    );
+    assert_eq!(app[0].restart_count.to_native(), 12);
+    assert!(!app[0].ready);
+    assert_eq!(c.str(app[0].waiting_reason.to_native()), "CrashLoopBackOff");
+    assert!(app[0].exit_code.is_none());
+    assert!(app[1].ready);
+    assert_eq!(c.str(init[0].terminated_reason.to_native()), "Completed");
+    assert_eq!(init[0].exit_code.as_ref().map(|e| e.to_native()), Some(0));
+    assert_eq!(init[0].restart_count.to_native(), 1);
+    assert!(matches!(init[1].kind, ArchivedContainerKind::Init));
+
+    let job = pod(c, "report-28000000-abcde");
+    let main = job.containers(ContainerKind::App).next().unwrap();
+    assert_eq!(c.str(main.terminated_reason.to_native()), "OOMKilled");
+    assert_eq!(main.exit_code.as_ref().map(|e| e.to_native()), Some(137));
+
+    let conds = &web.raw.conditions;
+    assert_eq!(conds.len(), 3);
+    assert_eq!(c.str(conds[1].type_.to_native()), "Ready");
+    assert_eq!(c.str(conds[1].status.to_native()), "True");
+    assert_eq!(
+        conds[1].last_transition_ms.as_ref().map(|t| t.to_native()),
+        Some(1_583_136_480_000)
+    );
+
+    let kinds: Vec<_> = web.raw.volumes.iter().map(|v| &v.kind).collect();
+    assert!(matches!(
+        kinds[..],
+        [
+            ArchivedVolumeKind::EmptyDir,
+            ArchivedVolumeKind::HostPath,
+            ArchivedVolumeKind::PersistentVolumeClaim,
+            ArchivedVolumeKind::Ephemeral,
+            ArchivedVolumeKind::Other
+        ]
+    ));
+    assert_eq!(c.str(web.raw.volumes[2].claim.to_native()), "data-web");
+    assert_eq!(web.raw.volumes[0].claim.to_native(), 0);
+
+    let pvcs = &c.archive().pvcs;
+    assert_eq!(pvcs.len(), 2);
+    assert_eq!(
+        pvcs[0].storage_class.as_ref().map(|s| c.str(s.to_native())),
+        Some("gp3")
+    );
+    assert!(pvcs[1].storage_class.is_none());
+}
+
+#[test]
+fn pod_affinity_tolerations_and_spread() {
+    let snap = fixture();
+    let c = snap.cluster();
+    let web = pod(c, "web-7d4b9c8f6d-x2x7q");
+    let aff = &web.raw.affinity;
+    let required = aff.node_required.as_ref().expect("required node affinity");
+    assert_eq!(required.len(), 1);
+    let expr = &required[0].match_expressions[0];
+    assert_eq!(c.str(expr.key.to_native()), "topology.kubernetes.io/zone");
+    assert!(matches!(expr.operator, ArchivedSelectorOperator::In));
+    let values: Vec<&str> = expr.values.iter().map(|v| c.str(v.to_native())).collect();
+    assert_eq!(values, ["eu-west-1a", "eu-west-1b"]);
+    assert!(matches!(
+        required[0].match_fields[0].operator,
+        ArchivedSelectorOperator::NotIn
+    ));
+    assert_eq!(aff.node_preferred[0].weight.to_native(), 20);
+    assert!(matches!(
+        aff.node_preferred[0].term.match_expressions[0].operator,
+        ArchivedSelectorOperator::Exists
+    ));
+    assert!(aff.pod_affinity_required.is_empty());
+    let anti = &aff.pod_anti_affinity_required[0];
+    assert_eq!(
+        c.str(anti.topology_key.to_native()),
+        "kubernetes.io/hostname"
+    );
+    let sel = anti.label_selector.as_ref().unwrap();
+    assert_eq!(c.str(sel.match_labels[0].value.to_native()), "web");
+    assert_eq!(
+        c.str(anti.match_label_keys[0].to_native()),
+        "pod-template-hash"
+    );
+    let pref = &aff.pod_anti_affinity_preferred[0];
+    assert_eq!(pref.weight.to_native(), 50);
+    assert_eq!(c.str(pref.term.namespaces[0].to_native()), "shop");
+    assert!(pref.term.namespace_selector.is_none());
+
+    let tol = &web.raw.tolerations;
+    assert_eq!(tol.len(), 3);
+    assert!(matches!(tol[0].operator, ArchivedTolerationOperator::Equal));
+    assert_eq!(c.str(tol[0].value.to_native()), "batch");
+    assert!(matches!(
+        tol[1].operator,
+        ArchivedTolerationOperator::Exists
+    ));
+    assert!(tol[1].effect.is_some());
+    assert_eq!(tol[2].key.to_native(), 0);
+    assert!(tol[2].effect.is_none());
+
+    let tsc = &web.raw.topology_spread[0];
+    assert_eq!(tsc.max_skew.to_native(), 1);
+    assert!(matches!(
+        tsc.when_unsatisfiable,
+        ArchivedWhenUnsatisfiable::DoNotSchedule
+    ));
+    assert_eq!(tsc.min_domains.as_ref().map(|d| d.to_native()), Some(2));
+    assert!(tsc.node_affinity_policy.is_none());
+    assert!(matches!(
+        tsc.node_taints_policy.as_ref(),
+        Some(ArchivedInclusionPolicy::Honor)
+    ));
+    assert_eq!(
+        c.str(tsc.match_label_keys[0].to_native()),
+        "pod-template-hash"
+    );
+
+    // A pod without affinity has `node_required: None`.
+    assert!(pod(c, "pending-1").raw.affinity.node_required.is_none());
+}
+
+#[test]
+fn pdbs_land_in_the_archive() {
+    let snap = fixture();
+    let c = snap.cluster();
+    let pdbs = &c.archive().pdbs;
+    let web = &pdbs[0];
+    assert_eq!(c.str(web.name.to_native()), "web");
+    assert_eq!(c.str(web.namespace.to_native()), "shop");
+    let sel = web.selector.as_ref().unwrap();
+    assert_eq!(sel.match_labels.len(), 1);
+    assert!(matches!(
+        sel.match_expressions[0].operator,
+        ArchivedSelectorOperator::NotIn
+    ));
+    assert_eq!(
+        (
+            web.disruptions_allowed.to_native(),
+            web.current_healthy.to_native(),
+            web.desired_healthy.to_native(),
+            web.expected_pods.to_native()
+        ),
+        (1, 3, 2, 3)
+    );
+    assert!(matches!(
+        web.unhealthy_pod_eviction_policy,
+        ArchivedUnhealthyPodEvictionPolicy::AlwaysAllow
+    ));
+    let fresh = &pdbs[1];
+    assert!(fresh.selector.is_none());
+    assert_eq!(fresh.disruptions_allowed.to_native(), 0);
+    assert!(matches!(
+        fresh.unhealthy_pod_eviction_policy,
+        ArchivedUnhealthyPodEvictionPolicy::IfHealthyBudget
+    ));
+}
+
+#[test]
+fn node_utilization_sums_non_terminal_pods() {
+    let snap = fixture();
+    let nodes = node_utilization(snap.cluster());
+    assert_eq!(nodes.len(), 3);
+    let a = &nodes[0];
+    assert_eq!(a.name, "node-a");
+    assert_eq!(
+        a.allocatable,
+        ResourceAmounts {
+            cpu_milli: 3800,
+            memory_bytes: 15 << 30,
+            pods: 110
+        }
+    );
+    assert_eq!(
+        a.requested,
+        ResourceAmounts {
+            cpu_milli: 1010,
+            memory_bytes: 596 << 20,
+            pods: 1
+        }
+    );
+    assert_eq!(a.pod_count, 1);
+    let cpu = a.percent.cpu.unwrap();
+    assert!((cpu - 1010.0 * 100.0 / 3800.0).abs() < 1e-9);
+    let b = &nodes[1];
+    assert_eq!(
+        (b.pod_count, b.requested.pods, b.requested.cpu_milli),
+        (1, 0, 0)
+    );
+    assert_eq!(b.percent.cpu, Some(0.0));
+    let cc = &nodes[2];
+    assert!(!cc.ready && cc.unschedulable);
+    assert_eq!(cc.allocatable.cpu_milli, 2000);
+    let json = serde_json::to_value(a).unwrap();
+    assert_eq!(json["requested"]["cpuMilli"], 1010);
+    assert_eq!(json["podCount"], 1);
+    assert!(json["percent"]["memory"].is_number());
+}
+
+#[test]
+fn the_evictor_index_is_built_once() {
+    let snap = fixture();
+    let a = snap.index();
+    let b = snap.index();
+    assert!(std::sync::Arc::ptr_eq(&a, &b));
+}
+
+#[test]
+fn node_utilization_of_nodes_without_resources() {
+    let doc = list(&[r#"{"kind":"Node","apiVersion":"v1","metadata":{"name":"bare"}}"#]);
+    let snap = ingest(&doc, Format::Json).unwrap();
+    let nodes = node_utilization(snap.cluster());
+    assert_eq!(nodes[0].allocatable, ResourceAmounts::default());
+    assert_eq!(nodes[0].percent, ResourcePercentages::default());
+    assert!(!nodes[0].ready);
+}
+
+// --------------------------------------------------------------------------- JSON and storage
+
+#[test]
+fn managed_fields_and_last_applied_are_trimmed() {
+    let set = parse_list(LIST_JSON, Format::Json).unwrap();
+    let web = set
+        .find("Pod", "shop", "web-7d4b9c8f6d-x2x7q")
+        .expect("web pod");
+    assert!(!web.json.contains("managedFields"), "{}", web.json);
+    assert!(!web.json.contains("last-applied-configuration"));
+    let v: serde_json::Value = serde_json::from_str(web.json).unwrap();
+    assert_eq!(v["metadata"]["annotations"]["prometheus.io/scrape"], "true");
+    assert_eq!(
+        v["metadata"]["ownerReferences"][0]["name"],
+        "web-7d4b9c8f6d"
+    );
+    assert_eq!(v["spec"]["containers"][0]["name"], "web");
+    // Untouched objects are stored as they came (pointing into the input).
+    let node = set.find("Node", "", "node-a").unwrap();
+    assert!(
+        node.json
+            .starts_with("{\n            \"apiVersion\": \"v1\","),
+        "{}",
+        node.json
+    );
+    assert_eq!(web.namespace, Some("shop"));
+    assert_eq!(node.namespace, None);
+    assert_eq!(node.uid, Some("node-node-a"));
+
+    // Annotations left empty disappear; a null metadata survives.
+    let trimmed = objects::trim(
+        r#"{"kind":"Pod","metadata":{"name":"p","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{}"},"managedFields":[]},"spec":{}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        trimmed,
+        r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{}}"#
+    );
+    let kept = objects::trim(r#"{"kind":"X","metadata":null,"a":[1, 2]}"#).unwrap();
+    assert_eq!(kept, r#"{"kind":"X","metadata":null,"a":[1, 2]}"#);
+}
+
+#[test]
+fn object_json_follows_table_indexes() {
+    let snap = fixture();
+    let c = snap.cluster();
+    for p in c.pods() {
+        let json = snap.object_json("Pod", p.id).expect("pod json");
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["metadata"]["name"], p.name());
+    }
+    for n in c.nodes() {
+        let v: serde_json::Value =
+            serde_json::from_str(&snap.object_json("Node", n.id).unwrap()).unwrap();
+        assert_eq!(v["metadata"]["name"], n.name());
+    }
+    let pdb: serde_json::Value =
+        serde_json::from_str(&snap.object_json("PodDisruptionBudget", 1).unwrap()).unwrap();
+    assert_eq!(pdb["metadata"]["name"], "fresh");
+    let ns: serde_json::Value =
+        serde_json::from_str(&snap.object_json("Namespace", 1).unwrap()).unwrap();
+    assert_eq!(ns["metadata"]["labels"]["tier"], "prod");
+    assert!(
+        snap.object_json("PriorityClass", 0)
+            .unwrap()
+            .contains("business-critical")
+    );
+    assert!(
+        snap.object_json("PersistentVolumeClaim", 1)
+            .unwrap()
+            .contains("legacy")
+    );
+    assert_eq!(snap.object_json("Pod", 4), None);
+    assert_eq!(snap.object_json("Service", 0), None);
+    assert!(
+        snap.object_json("Pod", 0)
+            .unwrap()
+            .find("managedFields")
+            .is_none()
+    );
+}
+
+#[test]
+fn stored_objects_rebuild_the_same_snapshot() {
+    let set = parse_list(LIST_JSON, Format::Json).unwrap();
+    let stored: Vec<StoredObjectBuf> = set.stored_objects().map(|o| o.to_owned_object()).collect();
+    assert_eq!(stored.len(), set.len());
+    assert_eq!(stored.len(), 16);
+    assert!(
+        stored
+            .iter()
+            .any(|o| o.kind == "Service" && o.namespace.as_deref() == Some("shop"))
+    );
+    let again = ObjectSet::from_stored(stored).unwrap();
+    let a = build_snapshot(&set, 3, 42).unwrap();
+    let b = build_snapshot(&again, 3, 42).unwrap();
+    assert_eq!(a.archive_bytes(), b.archive_bytes());
+    assert_eq!(a.counts, b.counts);
+    assert_eq!(a.object_json("Pod", 0), b.object_json("Pod", 0));
+    // Unknown kinds are reported again after a restart; duplicates are gone for good.
+    assert!(
+        b.warnings
+            .iter()
+            .any(|w| w.code == WarningCode::UnknownKind)
+    );
+    assert!(
+        !b.warnings
+            .iter()
+            .any(|w| w.code == WarningCode::DuplicateObject)
+    );
+
+    let err = ObjectSet::from_stored([StoredObjectBuf {
+        kind: "Pod".into(),
+        api_version: "v1".into(),
+        namespace: Some("a".into()),
+        name: String::new(),
+        uid: None,
+        json: "{}".into(),
+    }])
+    .unwrap_err();
+    assert_eq!(invalid(err).4, "metadata.name");
+}
+
+#[test]
+fn yaml_lists_and_multiple_documents() {
+    let yaml = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: n1
+    labels: {zone: a}
+  status:
+    allocatable: {cpu: 4, memory: 16Gi, pods: "110"}
+    conditions:
+    - {type: Ready, status: "True"}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: p1
+    namespace: default
+    creationTimestamp: "2020-01-01T00:00:00Z"
+    managedFields:
+    - manager: kubectl
+  spec:
+    nodeName: n1
+    containers:
+    - name: c
+      resources:
+        requests: {cpu: 0.5, memory: 128Mi}
+        limits: {cpu: 0.5, memory: 128Mi}
+  status: {phase: Running}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: default}
+---
+"#;
+    let set = parse_list(yaml, Format::Yaml).unwrap();
+    assert_eq!(set.len(), 3);
+    assert!(
+        !set.find("Pod", "default", "p1")
+            .unwrap()
+            .json
+            .contains("managedFields")
+    );
+    let snap = build_snapshot(&set, 1, 0).unwrap();
+    let c = snap.cluster();
+    assert_eq!(c.node(0).allocatable(id(c, "cpu")), 4000);
+    let p = c.pod(0);
+    assert_eq!(p.request(id(c, "cpu")), 500);
+    assert_eq!(p.qos(), QosClass::Guaranteed);
+    assert_eq!(p.node(), Some(0));
+    assert!(snap.warnings.is_empty(), "{:?}", snap.warnings);
+}
+
+#[test]
+fn single_objects_and_typed_lists() {
+    let one = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"solo"}}"#;
+    let set = parse_list(one, Format::Json).unwrap();
+    assert_eq!(set.len(), 1);
+    assert_eq!(set.stored_objects().next().unwrap().json, one);
+
+    let pods = r#"{"apiVersion":"v1","kind":"PodList","metadata":{},"items":[
+        {"metadata":{"name":"a","namespace":"x"},"kind":"Pod"},
+        {"metadata":{"name":"b","namespace":"x"},"kind":"Pod","apiVersion":"v1"}]}"#;
+    let snap = ingest(pods, Format::Json).unwrap();
+    assert_eq!(snap.cluster().pod_count(), 2);
+    // kubectl omits kind inside typed lists only for `get -o json` of old servers; here it
+    // is required and missing-kind items fail (see `missing_kind_names_the_index`).
+
+    let empty = ingest(
+        r#"{"apiVersion":"v1","kind":"List","items":[]}"#,
+        Format::Json,
+    )
+    .unwrap();
+    assert_eq!(empty.cluster().pod_count(), 0);
+    let null_items = ingest(r#"{"kind":"List","items":null}"#, Format::Json).unwrap();
+    assert!(null_items.counts.is_empty());
+    let yaml_one = ingest(
+        "kind: Namespace\napiVersion: v1\nmetadata:\n  name: solo\n",
+        Format::Yaml,
+    )
+    .unwrap();
+    assert_eq!(yaml_one.counts.get("Namespace"), Some(&1));
+}
+
+#[test]
+fn namespace_defaults_and_numbers_as_quantities() {
+    let doc = list(&[
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":2,"memory":" 1Gi "}}}]}}"#,
+    ]);
+    let snap = ingest(&doc, Format::Json).unwrap();
+    let c = snap.cluster();
+    let p = c.pod(0);
+    assert_eq!(p.namespace(), "default");
+    assert_eq!(p.request(id(c, "cpu")), 2000);
+    assert_eq!(p.request(id(c, "memory")), m("1Gi"));
+    assert_eq!(p.creation_ms(), 1_700_000_000_000); // the snapshot time
+    let codes: Vec<_> = snap.warnings.iter().map(|w| w.code).collect();
+    assert_eq!(
+        codes,
+        [
+            WarningCode::MissingNamespace,
+            WarningCode::MissingCreationTimestamp
+        ]
+    );
+}
+
+#[test]
+fn duplicates_keep_the_last_object() {
+    let doc = list(&[
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n","labels":{"v":"1"}}}"#,
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"m"}}"#,
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n","labels":{"v":"2"}}}"#,
+    ]);
+    let snap = ingest(&doc, Format::Json).unwrap();
+    let c = snap.cluster();
+    assert_eq!(c.node_count(), 2);
+    assert_eq!(c.node(0).name(), "m");
+    assert_eq!(c.node(1).label("v"), Some("2"));
+    assert_eq!(snap.warnings.len(), 1);
+    assert_eq!(snap.warnings[0].code, WarningCode::DuplicateObject);
+}
+
+// ------------------------------------------------------------------------------- error paths
+
+#[test]
+fn malformed_json_reports_line_and_column() {
+    let (line, column, message) = malformed(
+        parse_list(
+            "{\n  \"kind\": \"List\",\n  \"items\": [\n    {\"a\": 1,}\n  ]\n}",
+            Format::Json,
+        )
+        .unwrap_err(),
+    );
+    assert_eq!((line, column), (4, 13));
+    assert!(message.starts_with("invalid JSON: "), "{message}");
+    assert!(!message.contains(" at line "), "{message}");
+
+    let (line, _, message) = malformed(parse_list("", Format::Json).unwrap_err());
+    assert_eq!(line, 1);
+    assert!(message.contains("EOF"), "{message}");
+
+    let (line, column, message) = malformed(parse_list("[1, 2]", Format::Json).unwrap_err());
+    assert_eq!((line, column), (1, 1));
+    assert!(message.contains("Kubernetes object or List"), "{message}");
+
+    let (line, column, message) =
+        malformed(parse_list(b"{\"kind\": \"Li\xffst\"}".as_slice(), Format::Json).unwrap_err());
+    assert_eq!((line, column), (1, 13));
+    assert!(message.contains("UTF-8"));
+    let err = parse_list("{} x", Format::Json).unwrap_err();
+    assert_eq!(err.code(), "malformed_document");
+    assert!(
+        err.to_string()
+            .starts_with("malformed document at line 1, column 4: invalid JSON"),
+        "{err}"
+    );
+}
+
+#[test]
+fn malformed_yaml_reports_line_and_column() {
+    let yaml = "apiVersion: v1\nkind: List\nitems:\n- kind: Pod\n  metadata: {name: [}\n";
+    let (line, column, message) = malformed(parse_list(yaml, Format::Yaml).unwrap_err());
+    assert_eq!(line, 5);
+    assert!(column > 1);
+    assert!(message.starts_with("invalid YAML: "), "{message}");
+    let (_, _, message) = malformed(parse_list("- 1\n- 2\n", Format::Yaml).unwrap_err());
+    assert!(message.contains("found an array"), "{message}");
+    let (line, _, _) =
+        malformed(parse_list("kind: List\nitems:\n  - a: 1\n b: 2\n", Format::Yaml).unwrap_err());
+    assert_eq!(line, 4);
+}
+
+#[test]
+fn missing_name_names_the_index() {
+    let doc = list(&[
+        r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}}"#,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"namespace":"shop"}}"#,
+    ]);
+    let err = parse_list(doc.as_str(), Format::Json).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "item 1 (Pod): metadata.name: required field is missing"
+    );
+    let (index, kind, namespace, name, field, _) = invalid(err);
+    assert_eq!(
+        (
+            index,
+            kind.as_str(),
+            namespace.as_str(),
+            name.as_str(),
+            field.as_str()
+        ),
+        (1, "Pod", "shop", "", "metadata.name")
+    );
+    let err = parse_list(list(&[r#"{"kind":"Pod"}"#]), Format::Json).unwrap_err();
+    assert_eq!(invalid(err).4, "metadata.name");
+}
+
+#[test]
+fn missing_kind_names_the_index() {
+    let doc = list(&[r#"{"apiVersion":"v1","metadata":{"name":"x"}}"#]);
+    let err = parse_list(doc, Format::Json).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "item 0 (object): kind: required field is missing"
+    );
+    let err = parse_list(list(&["42"]), Format::Json).unwrap_err();
+    let (index, _, _, _, field, message) = invalid(err);
+    assert_eq!((index, field.as_str()), (0, ""));
+    assert!(
+        message.contains("expected a Kubernetes object"),
+        "{message}"
+    );
+    let err = parse_list(
+        list(&[r#"{"kind":7,"metadata":{"name":"x"}}"#]),
+        Format::Json,
+    )
+    .unwrap_err();
+    let (_, _, _, _, field, message) = invalid(err);
+    assert_eq!(field, "kind");
+    assert!(message.contains("expected a string"), "{message}");
+}
+
+#[test]
+fn bad_quantity_names_the_field() {
+    let doc = list(&[&POD.replace("CPU", "abc")]);
+    let set = parse_list(doc, Format::Json).unwrap();
+    let err = build_snapshot(&set, 1, 0).unwrap_err();
+    assert_eq!(
+        err.to_string()
+            .split(':')
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(":"),
+        "Pod shop/web-1: spec.containers[0].resources.requests.cpu: invalid quantity \"abc\""
+    );
+    let (index, kind, namespace, name, field, _) = invalid(err);
+    assert_eq!(index, 0);
+    assert_eq!(
+        (kind.as_str(), namespace.as_str(), name.as_str()),
+        ("Pod", "shop", "web-1")
+    );
+    assert_eq!(field, "spec.containers[0].resources.requests.cpu");
+
+    let err = ingest(&list(&[&POD.replace("CPU", "10E")]), Format::Json).unwrap_err();
+    assert!(err.to_string().contains("too large"), "{err}");
+
+    let node = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"},"status":{"allocatable":{"nvidia.com/gpu":"1x"}}}"#;
+    let (_, _, _, _, field, _) = invalid(ingest(&list(&[node]), Format::Json).unwrap_err());
+    assert_eq!(field, "status.allocatable[\"nvidia.com/gpu\"]");
+    let (_, _, _, _, field, _) = invalid(
+        ingest(
+            &list(&[&POD.replace(
+                r#"{"cpu":"CPU"}"#,
+                r#"{"cpu":"1"}}},{"name":"d","resources":{"limits":{"memory":"lots"}"#,
+            )]),
+            Format::Json,
+        )
+        .unwrap_err(),
+    );
+    assert_eq!(field, "spec.containers[1].resources.limits.memory");
+}
+
+#[test]
+fn bad_timestamp_names_the_field() {
+    let doc = list(&[&POD
+        .replace("CPU", "1")
+        .replace("2020-01-01T00:00:00Z", "yesterday")]);
+    let err = ingest(&doc, Format::Json).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Pod shop/web-1: metadata.creationTimestamp: invalid timestamp \"yesterday\": expected \
+         RFC 3339, e.g. \"2024-05-01T12:00:00Z\""
+    );
+    let doc = list(&[&POD.replace("CPU", "1").replace(
+        r#""phase":"Running""#,
+        r#""phase":"Running","conditions":[{"type":"Ready","lastTransitionTime":"2020-02-30T00:00:00Z"}]"#,
+    )]);
+    assert_eq!(
+        invalid(ingest(&doc, Format::Json).unwrap_err()).4,
+        "status.conditions[0].lastTransitionTime"
+    );
+}
+
+#[test]
+fn wrong_types_and_enum_values_name_the_field() {
+    let cases = [
+        (
+            POD.replace(r#""uid":"u1""#, r#""uid":"u1","labels":{"tier":1}"#),
+            "metadata.labels.tier",
+            "invalid type: integer `1`, expected a string",
+        ),
+        (
+            POD.replace(r#""phase":"Running""#, r#""phase":"Sleeping""#),
+            "status.phase",
+            "unknown phase \"Sleeping\"",
+        ),
+        (
+            POD.replace(r#""containers""#, r#""tolerations":[{"operator":"Maybe"}],"containers""#),
+            "spec.tolerations[0].operator",
+            "unknown operator \"Maybe\"",
+        ),
+        (
+            POD.replace(r#""containers""#, r#""tolerations":[{"effect":"NoScheduel"}],"containers""#),
+            "spec.tolerations[0].effect",
+            "unknown taint effect \"NoScheduel\"",
+        ),
+        (
+            POD.replace(
+                r#""containers""#,
+                r#""affinity":{"podAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"labelSelector":{"matchExpressions":[{"key":"a","operator":"Gt"}]}}]}},"containers""#,
+            ),
+            "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0].operator",
+            "unknown operator \"Gt\" (expected In, NotIn, Exists or DoesNotExist)",
+        ),
+        (
+            POD.replace(r#""containers""#, r#""topologySpreadConstraints":[{"topologyKey":"z"}],"containers""#),
+            "spec.topologySpreadConstraints[0].maxSkew",
+            "required field is missing",
+        ),
+        (
+            POD.replace(r#""containers""#, r#""priority":"high","containers""#),
+            "spec.priority",
+            "invalid type: string \"high\", expected i32",
+        ),
+        (
+            POD.replace(r#""phase":"Running""#, r#""phase":"Running","qosClass":"Gold""#),
+            "status.qosClass",
+            "unknown QoS class \"Gold\"",
+        ),
+    ];
+    for (doc, field, message) in cases {
+        let doc = list(&[&doc.replace("CPU", "1")]);
+        let (_, kind, _, name, f, msg) = invalid(ingest(&doc, Format::Json).unwrap_err());
+        assert_eq!((kind.as_str(), name.as_str()), ("Pod", "web-1"));
+        assert_eq!(f, field);
+        assert!(
+            msg.starts_with(message),
+            "{msg:?} should start with {message:?}"
+        );
+    }
+    let pc =
+        r#"{"apiVersion":"scheduling.k8s.io/v1","kind":"PriorityClass","metadata":{"name":"p"}}"#;
+    assert_eq!(
+        ingest(&list(&[pc]), Format::Json).unwrap_err().to_string(),
+        "PriorityClass p: value: required field is missing"
+    );
+    let node = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"},"spec":{"taints":[{"key":"k","effect":"Never"}]}}"#;
+    assert_eq!(
+        invalid(ingest(&list(&[node]), Format::Json).unwrap_err()).4,
+        "spec.taints[0].effect"
+    );
+    let pdb = r#"{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","metadata":{"name":"b","namespace":"x"},"spec":{"unhealthyPodEvictionPolicy":"Sometimes"},"status":{}}"#;
+    assert_eq!(
+        invalid(ingest(&list(&[pdb]), Format::Json).unwrap_err()).4,
+        "spec.unhealthyPodEvictionPolicy"
+    );
+}
+
+#[test]
+fn yaml_type_errors_name_the_field() {
+    let yaml = "kind: Pod\napiVersion: v1\nmetadata:\n  name: p\n  namespace: x\n  labels:\n    version: 1.2\n";
+    let (_, _, _, _, field, message) = invalid(ingest(yaml, Format::Yaml).unwrap_err());
+    assert_eq!(field, "metadata.labels.version");
+    assert!(message.contains("expected a string"), "{message}");
+}
+
+#[test]
+fn large_sets_keep_order_and_report_late_errors() {
+    let n = 5500;
+    let pod = |i: usize, cpu: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p{i}","namespace":"ns{}","creationTimestamp":"2020-01-01T00:00:00Z"}},"spec":{{"nodeName":"n","containers":[{{"name":"c","resources":{{"requests":{{"cpu":"{cpu}"}}}}}}]}}}}"#,
+            i % 7
+        )
+    };
+    let node = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}"#.to_owned();
+    let mut items: Vec<String> = (0..n).map(|i| pod(i, "10m")).collect();
+    items.push(node);
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let snap = ingest(&list(&refs), Format::Json).unwrap();
+    let c = snap.cluster();
+    assert_eq!(c.pod_count(), n);
+    for (i, p) in c.pods().enumerate() {
+        assert_eq!(p.name(), format!("p{i}"));
+        assert_eq!(p.node(), Some(0));
+    }
+    assert!(
+        snap.object_json("Pod", (n - 1) as u32)
+            .unwrap()
+            .contains(&format!("\"p{}\"", n - 1))
+    );
+
+    // An error late in the set stops the pipeline and names the right object.
+    items[n - 10] = pod(n - 10, "ten");
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let (index, _, namespace, name, field, _) =
+        invalid(ingest(&list(&refs), Format::Json).unwrap_err());
+    assert_eq!(index, n - 10);
+    assert_eq!(name, format!("p{}", n - 10));
+    assert_eq!(namespace, format!("ns{}", (n - 10) % 7));
+    assert_eq!(field, "spec.containers[0].resources.requests.cpu");
+    // A decoding (type) error late in the set too.
+    items[n - 3] = items[n - 3].replace("\"nodeName\":\"n\"", "\"nodeName\":7");
+    items[n - 10] = pod(n - 10, "1");
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let (index, _, _, _, field, _) = invalid(ingest(&list(&refs), Format::Json).unwrap_err());
+    assert_eq!((index, field.as_str()), (n - 3, "spec.nodeName"));
+}
+
+#[test]
+fn large_lists_read_heads_in_parallel_and_in_order() {
+    let n = 6000;
+    let mut items: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"ns{}","managedFields":[{{"manager":"x"}}]}}}}"#,
+                i % 5000
+            )
+        })
+        .collect();
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let set = parse_list(list(&refs), Format::Json).unwrap();
+    // 1000 duplicates across both halves: the later one wins, in document order.
+    assert_eq!(set.len(), 5000);
+    assert_eq!(
+        set.warnings()
+            .iter()
+            .filter(|w| w.code == WarningCode::DuplicateObject)
+            .count(),
+        1000
+    );
+    assert!(
+        set.stored_objects()
+            .all(|o| !o.json.contains("managedFields"))
+    );
+    let names: Vec<&str> = set.stored_objects().map(|o| o.name).collect();
+    assert_eq!(names[0], "ns1000");
+    assert_eq!(names[4999], "ns999");
+
+    // The first error wins, wherever it is.
+    items[5500] = r#"{"kind":"Namespace","metadata":{}}"#.to_owned();
+    items[4000] = r#"{"kind":"Namespace","metadata":{"name":1}}"#.to_owned();
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let (index, _, _, _, field, _) = invalid(parse_list(list(&refs), Format::Json).unwrap_err());
+    assert_eq!((index, field.as_str()), (4000, "metadata.name"));
+    items[4000] = items[1].clone();
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let (index, _, _, _, field, message) =
+        invalid(parse_list(list(&refs), Format::Json).unwrap_err());
+    assert_eq!((index, field.as_str()), (5500, "metadata.name"));
+    assert_eq!(message, "required field is missing");
+    items[1] = "7".to_owned();
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    assert_eq!(
+        invalid(parse_list(list(&refs), Format::Json).unwrap_err()).0,
+        1
+    );
+}

@@ -1,0 +1,113 @@
+//! Per-node requested resources, as LowNodeUtilization sees them (`GET /clusters/{name}/nodes`).
+//!
+//! Requested = the sum of effective requests (`resourcehelper.PodRequests`, already in the
+//! archive) of the non-terminal pods bound to the node; percentages are against allocatable
+//! (capacity when allocatable is empty), as descheduler computes them. Reads the archive only.
+
+use rebalancer_policy_sdk::model::{ArchivedQuantity, NONE};
+use rebalancer_policy_sdk::view::Cluster;
+use serde::Serialize;
+
+/// cpu, memory and pod amounts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceAmounts {
+    /// Millicores.
+    pub cpu_milli: i64,
+    /// Bytes (rounded up).
+    pub memory_bytes: i64,
+    pub pods: i64,
+}
+
+/// `requested / allocatable × 100`; `null` when the node has none of the resource.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcePercentages {
+    pub cpu: Option<f64>,
+    pub memory: Option<f64>,
+    pub pods: Option<f64>,
+}
+
+/// One node's allocatable and requested resources.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeUtilization {
+    pub name: String,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// Cordoned (`spec.unschedulable`).
+    pub unschedulable: bool,
+    pub allocatable: ResourceAmounts,
+    /// Sum of the effective requests of non-terminal pods on the node; `pods` counts them.
+    pub requested: ResourceAmounts,
+    pub percent: ResourcePercentages,
+    /// Every pod bound to the node, terminal ones included.
+    pub pod_count: u32,
+}
+
+fn bytes_from_milli(milli: i64) -> i64 {
+    milli.div_euclid(1000) + i64::from(milli.rem_euclid(1000) != 0)
+}
+
+/// The milli-amount of resource `id` in an archived list (0 when absent or not interned).
+fn amount(list: &[ArchivedQuantity], id: Option<u32>) -> i64 {
+    id.and_then(|id| list.iter().find(|q| q.resource.to_native() == id))
+        .map_or(0, |q| q.milli.to_native())
+}
+
+fn percent(requested: i64, allocatable: i64) -> Option<f64> {
+    (allocatable > 0).then(|| requested as f64 * 100.0 / allocatable as f64)
+}
+
+/// Utilization of every node of the snapshot, in node-table order.
+pub fn node_utilization(cluster: Cluster<'_>) -> Vec<NodeUtilization> {
+    let cpu = cluster.lookup("cpu");
+    let memory = cluster.lookup("memory");
+    let pods = cluster.lookup("pods");
+    let mut requested = vec![(0i64, 0i64, 0i64); cluster.node_count()];
+    let mut counts = vec![0u32; cluster.node_count()];
+    for pod in cluster.pods() {
+        let node = pod.raw.node.to_native();
+        if node == NONE {
+            continue;
+        }
+        counts[node as usize] += 1;
+        if pod.is_terminal() {
+            continue;
+        }
+        let r = &mut requested[node as usize];
+        r.0 = r.0.saturating_add(amount(&pod.raw.requests, cpu));
+        r.1 = r.1.saturating_add(amount(&pod.raw.requests, memory));
+        r.2 += 1;
+    }
+    cluster
+        .nodes()
+        .map(|node| {
+            let i = node.id as usize;
+            let allocatable = ResourceAmounts {
+                cpu_milli: amount(&node.raw.allocatable, cpu),
+                memory_bytes: bytes_from_milli(amount(&node.raw.allocatable, memory)),
+                pods: amount(&node.raw.allocatable, pods) / 1000,
+            };
+            let (req_cpu, req_mem, req_pods) = requested[i];
+            let requested = ResourceAmounts {
+                cpu_milli: req_cpu,
+                memory_bytes: bytes_from_milli(req_mem),
+                pods: req_pods,
+            };
+            NodeUtilization {
+                name: node.name().to_owned(),
+                ready: node.is_ready(),
+                unschedulable: node.is_unschedulable(),
+                percent: ResourcePercentages {
+                    cpu: percent(req_cpu, allocatable.cpu_milli),
+                    memory: percent(req_mem, amount(&node.raw.allocatable, memory)),
+                    pods: percent(req_pods, allocatable.pods),
+                },
+                allocatable,
+                requested,
+                pod_count: counts[i],
+            }
+        })
+        .collect()
+}

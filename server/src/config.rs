@@ -1,0 +1,363 @@
+//! Configuration: the `rebalancer` command line (every flag also an environment variable) and the
+//! validated, typed [`Settings`] the server runs with.
+//!
+//! Owns: flag names, defaults and validation. Must not: open files, sockets or databases — that
+//! is `app`'s job once [`Settings`] exist.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::engine::SandboxLimits;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub const DEFAULT_DATABASE: &str = "./rebalancer.db";
+/// Admits the benchmark's reference cluster (150,000 pods, ~420 MB of kubectl JSON).
+pub const DEFAULT_SNAPSHOT_BODY_LIMIT: ByteSize = ByteSize(1 << 30);
+/// Policy uploads are the largest other bodies.
+pub const DEFAULT_BODY_LIMIT: ByteSize = ByteSize(64 << 20);
+
+/// Rebalancer: keeps Kubernetes clusters balanced with WebAssembly descheduling policies.
+#[derive(Debug, Parser)]
+#[command(name = "rebalancer", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// `serve` flags, accepted without the subcommand too.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server (the default when no subcommand is given).
+    Serve(ServeArgs),
+    /// Measure snapshot ingest and runs on a large cluster, end to end through the API.
+    Bench(crate::bench::BenchArgs),
+}
+
+impl Cli {
+    /// The command to run (`serve` with the top-level flags when none was named).
+    pub fn into_command(self) -> Command {
+        self.command.unwrap_or(Command::Serve(self.serve))
+    }
+}
+
+/// Flags of `rebalancer serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "REBALANCER_LISTEN", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+
+    /// SQLite database file; created and migrated when missing.
+    #[arg(long, env = "REBALANCER_DATABASE", default_value = DEFAULT_DATABASE)]
+    pub database: PathBuf,
+
+    /// Do not load the demo cluster at start-up (it is only loaded when no cluster exists).
+    #[arg(long, env = "REBALANCER_NO_DEMO")]
+    pub no_demo: bool,
+
+    /// Largest body of `PUT /api/v1/clusters/{name}/snapshot` (bytes, or with KiB/MiB/GiB).
+    #[arg(long, env = "REBALANCER_SNAPSHOT_BODY_LIMIT", default_value_t = DEFAULT_SNAPSHOT_BODY_LIMIT)]
+    pub snapshot_body_limit: ByteSize,
+
+    /// Largest body of every other endpoint, policy uploads included (bytes, or KiB/MiB/GiB).
+    #[arg(long, env = "REBALANCER_BODY_LIMIT", default_value_t = DEFAULT_BODY_LIMIT)]
+    pub body_limit: ByteSize,
+
+    /// Largest policy module accepted at upload.
+    #[arg(long, env = "REBALANCER_POLICY_MAX_MODULE_SIZE",
+          default_value_t = ByteSize(SandboxLimits::default().max_module_bytes as u64))]
+    pub policy_max_module_size: ByteSize,
+
+    /// Linear-memory cap of each policy instance.
+    #[arg(long, env = "REBALANCER_POLICY_MEMORY",
+          default_value_t = ByteSize(SandboxLimits::default().memory_bytes as u64))]
+    pub policy_memory: ByteSize,
+
+    /// Deadline of each policy call, in milliseconds.
+    #[arg(long, env = "REBALANCER_POLICY_TIMEOUT_MS",
+          default_value_t = SandboxLimits::default().timeout_ms)]
+    pub policy_timeout_ms: u64,
+
+    /// WebAssembly stack cap of each policy call.
+    #[arg(long, env = "REBALANCER_POLICY_STACK",
+          default_value_t = ByteSize(SandboxLimits::default().stack_bytes as u64))]
+    pub policy_stack: ByteSize,
+
+    /// `propose-eviction` calls allowed per policy evaluation.
+    #[arg(long, env = "REBALANCER_POLICY_MAX_PROPOSALS",
+          default_value_t = SandboxLimits::default().max_proposals)]
+    pub policy_max_proposals: u32,
+
+    /// Log bytes a policy may write per evaluation.
+    #[arg(long, env = "REBALANCER_POLICY_MAX_LOG",
+          default_value_t = ByteSize(SandboxLimits::default().max_log_bytes as u64))]
+    pub policy_max_log: ByteSize,
+
+    /// Policy compilations and runs allowed at once (0: one per CPU).
+    #[arg(
+        long,
+        env = "REBALANCER_MAX_CONCURRENT_EVALUATIONS",
+        default_value_t = 0
+    )]
+    pub max_concurrent_evaluations: usize,
+
+    /// Log format.
+    #[arg(long, env = "REBALANCER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// What the server runs with: every value validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub database: PathBuf,
+    /// Load the demo cluster when the database has no cluster.
+    pub demo: bool,
+    pub snapshot_body_limit: usize,
+    pub body_limit: usize,
+    pub sandbox: SandboxLimits,
+    pub max_concurrent_evaluations: usize,
+    pub log_format: LogFormat,
+}
+
+/// A flag value that cannot work.
+#[derive(Debug, thiserror::Error)]
+#[error("--{flag}: {message}")]
+pub struct ConfigError {
+    pub flag: &'static str,
+    pub message: String,
+}
+
+impl Settings {
+    /// Defaults for everything but where to listen and which database to use (tests, tools).
+    pub fn new(listen: SocketAddr, database: PathBuf) -> Settings {
+        Settings {
+            listen,
+            database,
+            demo: true,
+            snapshot_body_limit: DEFAULT_SNAPSHOT_BODY_LIMIT.0 as usize,
+            body_limit: DEFAULT_BODY_LIMIT.0 as usize,
+            sandbox: SandboxLimits::default(),
+            max_concurrent_evaluations: default_parallelism(),
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+impl TryFrom<ServeArgs> for Settings {
+    type Error = ConfigError;
+
+    fn try_from(args: ServeArgs) -> Result<Settings, ConfigError> {
+        let size = |flag: &'static str, value: ByteSize, min: u64| -> Result<usize, ConfigError> {
+            if value.0 < min {
+                return Err(ConfigError {
+                    flag,
+                    message: format!("{value} is too small (at least {})", ByteSize(min)),
+                });
+            }
+            usize::try_from(value.0).map_err(|_| ConfigError {
+                flag,
+                message: format!("{value} does not fit in this machine's address space"),
+            })
+        };
+        let positive = |flag: &'static str, value: u64| -> Result<(), ConfigError> {
+            if value == 0 {
+                Err(ConfigError {
+                    flag,
+                    message: "must be greater than 0".into(),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        positive("policy-timeout-ms", args.policy_timeout_ms)?;
+        positive("policy-max-proposals", u64::from(args.policy_max_proposals))?;
+        let sandbox = SandboxLimits {
+            max_module_bytes: size("policy-max-module-size", args.policy_max_module_size, 8)?,
+            memory_bytes: size("policy-memory", args.policy_memory, 1 << 20)?,
+            timeout_ms: args.policy_timeout_ms,
+            stack_bytes: size("policy-stack", args.policy_stack, 64 << 10)?,
+            max_proposals: args.policy_max_proposals,
+            max_log_bytes: size("policy-max-log", args.policy_max_log, 0)?,
+        };
+        let body_limit = size("body-limit", args.body_limit, 1 << 10)?;
+        if sandbox.max_module_bytes > body_limit {
+            return Err(ConfigError {
+                flag: "policy-max-module-size",
+                message: format!(
+                    "{} is larger than --body-limit {}: such uploads could never arrive",
+                    args.policy_max_module_size, args.body_limit
+                ),
+            });
+        }
+        Ok(Settings {
+            listen: args.listen,
+            database: args.database,
+            demo: !args.no_demo,
+            snapshot_body_limit: size("snapshot-body-limit", args.snapshot_body_limit, 1 << 10)?,
+            body_limit,
+            sandbox,
+            max_concurrent_evaluations: match args.max_concurrent_evaluations {
+                0 => default_parallelism(),
+                n => n,
+            },
+            log_format: args.log_format,
+        })
+    }
+}
+
+fn default_parallelism() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// A size in bytes, written as a number of bytes or with a unit: `64MiB`, `1GiB`, `512KiB`,
+/// `10MB` (decimal units are accepted too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl FromStr for ByteSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let (digits, unit) = s.split_at(split);
+        let number: u64 = digits
+            .parse()
+            .map_err(|_| format!("`{s}` is not a size: expected e.g. 1048576, 64MiB or 1GiB"))?;
+        let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "k" | "kib" => 1 << 10,
+            "m" | "mib" => 1 << 20,
+            "g" | "gib" => 1 << 30,
+            "kb" => 1_000,
+            "mb" => 1_000_000,
+            "gb" => 1_000_000_000,
+            other => {
+                return Err(format!(
+                    "unknown size unit `{other}` in `{s}`: use B, KiB, MiB, GiB, KB, MB or GB"
+                ));
+            }
+        };
+        number
+            .checked_mul(factor)
+            .map(ByteSize)
+            .ok_or_else(|| format!("`{s}` is too large"))
+    }
+}
+
+impl std::fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (unit, factor) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+            if self.0 >= factor && self.0 % factor == 0 {
+                return write!(f, "{}{unit}", self.0 / factor);
+            }
+        }
+        write!(f, "{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Settings, String> {
+        let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
+        match cli.into_command() {
+            Command::Serve(serve) => Settings::try_from(serve).map_err(|e| e.to_string()),
+            Command::Bench(_) => Err("bench".to_string()),
+        }
+    }
+
+    #[test]
+    fn sizes_parse_and_print() {
+        assert_eq!("1GiB".parse::<ByteSize>().unwrap(), ByteSize(1 << 30));
+        assert_eq!("64 MiB".parse::<ByteSize>().unwrap(), ByteSize(64 << 20));
+        assert_eq!("10MB".parse::<ByteSize>().unwrap(), ByteSize(10_000_000));
+        assert_eq!("4096".parse::<ByteSize>().unwrap(), ByteSize(4096));
+        assert!("lots".parse::<ByteSize>().is_err());
+        assert!(
+            "3 parsecs"
+                .parse::<ByteSize>()
+                .unwrap_err()
+                .contains("unit")
+        );
+        assert!("99999999999GiB".parse::<ByteSize>().is_err());
+        assert_eq!(ByteSize(1 << 30).to_string(), "1GiB");
+        assert_eq!(ByteSize(1500).to_string(), "1500");
+    }
+
+    // Environment variables are covered by the integration test that starts the binary
+    // (setting them here would race with other tests reading the environment).
+    #[test]
+    fn flags_defaults_and_validation() {
+        let defaults = parse(&["rebalancer"]).unwrap();
+        assert_eq!(
+            defaults.listen,
+            DEFAULT_LISTEN.parse::<SocketAddr>().unwrap()
+        );
+        assert_eq!(defaults.database, PathBuf::from(DEFAULT_DATABASE));
+        assert!(defaults.demo);
+        assert_eq!(defaults.snapshot_body_limit, 1 << 30);
+        assert_eq!(defaults.body_limit, 64 << 20);
+        assert_eq!(
+            defaults.sandbox.timeout_ms,
+            SandboxLimits::default().timeout_ms
+        );
+        assert!(defaults.max_concurrent_evaluations >= 1);
+
+        let serve = parse(&[
+            "rebalancer",
+            "serve",
+            "--listen",
+            "0.0.0.0:9000",
+            "--database",
+            "/tmp/x.db",
+            "--no-demo",
+            "--snapshot-body-limit",
+            "2GiB",
+            "--policy-timeout-ms",
+            "250",
+            "--policy-memory",
+            "64MiB",
+        ])
+        .unwrap();
+        assert_eq!(serve.listen.port(), 9000);
+        assert!(!serve.demo);
+        assert_eq!(serve.snapshot_body_limit, 2 << 30);
+        assert_eq!(serve.sandbox.timeout_ms, 250);
+        assert_eq!(serve.sandbox.memory_bytes, 64 << 20);
+
+        // Flags work without the subcommand too.
+        assert!(!parse(&["rebalancer", "--no-demo"]).unwrap().demo);
+
+        let err = parse(&["rebalancer", "--policy-timeout-ms", "0"]).unwrap_err();
+        assert!(
+            err.contains("--policy-timeout-ms: must be greater than 0"),
+            "{err}"
+        );
+        let err = parse(&["rebalancer", "--policy-memory", "12"]).unwrap_err();
+        assert!(err.contains("--policy-memory"), "{err}");
+        let err = parse(&[
+            "rebalancer",
+            "--body-limit",
+            "1MiB",
+            "--policy-max-module-size",
+            "2MiB",
+        ])
+        .unwrap_err();
+        assert!(err.contains("larger than --body-limit"), "{err}");
+        let err = parse(&["rebalancer", "--listen", "nowhere"]).unwrap_err();
+        assert!(err.contains("--listen"), "{err}");
+    }
+}

@@ -1,0 +1,403 @@
+//! The policy engine: a wasmtime component host for descheduling policies.
+//!
+//! Owns: the one wasmtime [`wasmtime::Engine`] of the process, validation and compilation of
+//! modules (once per digest), the sandbox (memory cap, wasm stack cap, epoch deadline, caps on
+//! proposal calls and log bytes) and the registry of compiled policies.
+//! Must not: touch SQL or HTTP (callers persist and serve), or load precompiled artifacts from
+//! bytes it did not compile itself (it never deserializes anything).
+//!
+//! Every evaluation gets a fresh `Store` and instance from a cached `InstancePre`; traps, timeouts
+//! and cap violations end that evaluation with a [`PolicyFailure`], never the process.
+
+mod host;
+mod inspect;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use rebalancer_policy_sdk::{ArgError, ExtensionPoint};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+
+pub use host::{EvalSession, Evaluation, PolicyLog};
+
+/// The WIT package this host serves.
+pub const ABI_VERSION: &str = rebalancer_policy_sdk::ABI_VERSION;
+
+/// How often the epoch ticker advances; deadlines are rounded up to this granularity.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        world: "policy",
+        path: "../policy-sdk/wit",
+        imports: { default: trappable },
+    });
+}
+
+/// Sandbox limits applied to every evaluation (configurable per server).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxLimits {
+    /// Largest module accepted at upload, in bytes.
+    pub max_module_bytes: usize,
+    /// Linear memory cap per instance, in bytes.
+    pub memory_bytes: usize,
+    /// Wall-clock deadline per call, in milliseconds.
+    pub timeout_ms: u64,
+    /// WebAssembly stack cap, in bytes.
+    pub stack_bytes: usize,
+    /// `propose-eviction` calls allowed per evaluation.
+    pub max_proposals: u32,
+    /// Log bytes allowed per evaluation.
+    pub max_log_bytes: usize,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            max_module_bytes: 16 << 20,
+            memory_bytes: 512 << 20,
+            timeout_ms: 10_000,
+            stack_bytes: 1 << 20,
+            max_proposals: 1_000_000,
+            max_log_bytes: 1 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EngineConfig {
+    pub limits: SandboxLimits,
+}
+
+/// Why a module was refused or the engine failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("not a WebAssembly module: {0}")]
+    NotWasm(String),
+    #[error(
+        "this is a core WebAssembly module, not a component: build the policy for \
+         wasm32-wasip2 (cargo build --target wasm32-wasip2) or wrap it with `wasm-tools component new`"
+    )]
+    NotComponent,
+    #[error(
+        "the policy targets ABI {found}, this server serves rebalancer:policy@{supported}: \
+         rebuild it against a matching rebalancer-policy-sdk"
+    )]
+    AbiMismatch { found: String, supported: String },
+    #[error(
+        "the policy imports `{name}`, which the sandbox does not provide: policies get no \
+         filesystem, network, clock, randomness or environment — only the rebalancer:policy imports"
+    )]
+    ForbiddenImport { name: String },
+    #[error(
+        "the policy does not export `{name}`: a policy must export info, validate-args, \
+         deschedule and balance (use rebalancer_policy_sdk::export_policy!)"
+    )]
+    MissingExport { name: String },
+    #[error("the module is {size} bytes, over the {limit}-byte upload cap")]
+    TooLarge { size: usize, limit: usize },
+    #[error("the policy's metadata is invalid: {0}")]
+    InvalidMetadata(String),
+    #[error("the module failed to compile: {0}")]
+    Compile(String),
+    #[error("engine failure: {0}")]
+    Internal(String),
+}
+
+impl EngineError {
+    /// Machine-readable code for API errors.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EngineError::NotWasm(_) => "not_wasm",
+            EngineError::NotComponent => "not_a_component",
+            EngineError::AbiMismatch { .. } => "abi_mismatch",
+            EngineError::ForbiddenImport { .. } => "forbidden_import",
+            EngineError::MissingExport { .. } => "missing_export",
+            EngineError::TooLarge { .. } => "module_too_large",
+            EngineError::InvalidMetadata(_) => "invalid_metadata",
+            EngineError::Compile(_) => "compile_failed",
+            EngineError::Internal(_) => "internal",
+        }
+    }
+}
+
+/// What a compiled policy says about itself, plus its identity.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyMeta {
+    /// Plugin name, as used in DeschedulerPolicy documents.
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    /// ABI version the host serves the module with.
+    pub abi_version: String,
+    /// sha256 of the module bytes, hex.
+    pub digest: String,
+    pub size_bytes: u64,
+    /// `deschedule` and/or `balance`.
+    pub extension_points: Vec<String>,
+    #[schema(value_type = Object)]
+    pub args_schema: serde_json::Value,
+    #[schema(value_type = Object)]
+    pub default_args: serde_json::Value,
+}
+
+impl PolicyMeta {
+    pub fn implements(&self, point: ExtensionPoint) -> bool {
+        self.extension_points.iter().any(|p| p == point.as_str())
+    }
+}
+
+/// A validated, compiled module ready to instantiate.
+pub struct CompiledPolicy {
+    pub meta: PolicyMeta,
+    pre: bindings::PolicyPre<host::HostState>,
+}
+
+impl std::fmt::Debug for CompiledPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledPolicy")
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
+/// The process-wide engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<EngineInner>,
+}
+
+struct EngineInner {
+    wasmtime: wasmtime::Engine,
+    limits: SandboxLimits,
+    /// Compiled modules by digest: a module is compiled once per process.
+    compiled: Mutex<HashMap<String, Arc<CompiledPolicy>>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("limits", &self.inner.limits)
+            .finish()
+    }
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
+        let mut wt = wasmtime::Config::new();
+        wt.wasm_component_model(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(config.limits.stack_bytes)
+            .cranelift_opt_level(wasmtime::OptLevel::Speed);
+        let wasmtime = wasmtime::Engine::new(&wt)
+            .map_err(|e| EngineError::Internal(format!("wasmtime configuration: {e}")))?;
+        spawn_epoch_ticker(&wasmtime);
+        Ok(Engine {
+            inner: Arc::new(EngineInner {
+                wasmtime,
+                limits: config.limits,
+                compiled: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    pub fn limits(&self) -> &SandboxLimits {
+        &self.inner.limits
+    }
+
+    /// Validate, compile and introspect a module. Blocking (compilation takes ~0.5 s).
+    pub fn compile(&self, wasm: &[u8]) -> Result<Arc<CompiledPolicy>, EngineError> {
+        let limits = &self.inner.limits;
+        if wasm.len() > limits.max_module_bytes {
+            return Err(EngineError::TooLarge {
+                size: wasm.len(),
+                limit: limits.max_module_bytes,
+            });
+        }
+        inspect::check_header(wasm)?;
+        let digest = hex::encode(Sha256::digest(wasm));
+        if let Some(done) = self.cache().get(&digest) {
+            return Ok(done.clone());
+        }
+
+        let component = Component::new(&self.inner.wasmtime, wasm)
+            .map_err(|e| EngineError::Compile(format!("{e:#}")))?;
+        let allowed_wasi = inspect::check_imports_exports(&self.inner.wasmtime, &component)?;
+        let mut linker: Linker<host::HostState> = Linker::new(&self.inner.wasmtime);
+        bindings::Policy::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| EngineError::Internal(format!("linking the ABI: {e:#}")))?;
+        if allowed_wasi {
+            // wasm32-wasip2's std imports wasi:cli/wasi:io even when unused: satisfy them with
+            // traps so a policy gets no capability at all.
+            linker
+                .define_unknown_imports_as_traps(&component)
+                .map_err(|e| EngineError::Internal(format!("linking WASI traps: {e:#}")))?;
+        }
+        let instance_pre = linker
+            .instantiate_pre(&component)
+            .map_err(|e| EngineError::Compile(format!("{e:#}")))?;
+        let pre =
+            bindings::PolicyPre::new(instance_pre).map_err(|e| EngineError::MissingExport {
+                name: format!("{e:#}"),
+            })?;
+
+        let mut compiled = CompiledPolicy {
+            meta: PolicyMeta {
+                name: String::new(),
+                version: String::new(),
+                description: String::new(),
+                abi_version: ABI_VERSION.to_string(),
+                digest: digest.clone(),
+                size_bytes: wasm.len() as u64,
+                extension_points: Vec::new(),
+                args_schema: serde_json::Value::Null,
+                default_args: serde_json::Value::Null,
+            },
+            pre,
+        };
+        compiled.meta = self.read_info(&compiled)?;
+        let compiled = Arc::new(compiled);
+        self.cache().insert(digest, compiled.clone());
+        Ok(compiled)
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<CompiledPolicy>>> {
+        // A poisoned cache only means another compile panicked; the map itself is intact.
+        self.inner
+            .compiled
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    fn read_info(&self, policy: &CompiledPolicy) -> Result<PolicyMeta, EngineError> {
+        let mut call = host::Call::metadata(self, policy)
+            .map_err(|e| EngineError::InvalidMetadata(format!("instantiation failed: {e:#}")))?;
+        let info = call
+            .info()
+            .map_err(|f| EngineError::InvalidMetadata(format!("`info` failed: {}", f.message)))?;
+        inspect::check_info(info, &policy.meta)
+    }
+
+    /// Ask the policy whether `args` are valid. Blocking.
+    pub fn validate_args(
+        &self,
+        policy: &CompiledPolicy,
+        args: &serde_json::Value,
+    ) -> Result<(), Vec<ArgError>> {
+        let text = args.to_string();
+        let mut call = host::Call::metadata(self, policy).map_err(|e| {
+            vec![ArgError::new(
+                "",
+                format!("the policy could not be instantiated: {e:#}"),
+            )]
+        })?;
+        call.validate_args(&text)
+    }
+
+    /// Run one extension point of a policy in a fresh sandbox. Blocking.
+    pub fn evaluate(
+        &self,
+        policy: &CompiledPolicy,
+        point: ExtensionPoint,
+        args: &serde_json::Value,
+        session: EvalSession,
+    ) -> Evaluation {
+        let started = Instant::now();
+        host::evaluate(self, policy, point, &args.to_string(), session, started)
+    }
+}
+
+fn spawn_epoch_ticker(engine: &wasmtime::Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("wasm-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("spawn the epoch ticker thread");
+}
+
+/// Why an evaluation ended without success.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyFailure {
+    /// `timeout` | `memory` | `stack-overflow` | `trap` | `panic` | `proposal-cap` | `log-cap` |
+    /// `policy-error` | `invalid-args` | `missing-policy` | `unsupported-extension-point` |
+    /// `instantiation`.
+    pub kind: String,
+    pub message: String,
+}
+
+impl PolicyFailure {
+    pub fn new(kind: &str, message: impl Into<String>) -> Self {
+        PolicyFailure {
+            kind: kind.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Built-in modules embedded in the binary: (crate name, wasm bytes).
+pub fn builtin_modules() -> &'static [(&'static str, &'static [u8])] {
+    include!(concat!(env!("OUT_DIR"), "/builtin_policies.rs"))
+}
+
+/// Registry of compiled policies by plugin name.
+#[derive(Clone, Default)]
+pub struct PolicyRegistry {
+    inner: Arc<RwLock<BTreeMap<String, RegisteredPolicy>>>,
+}
+
+impl std::fmt::Debug for PolicyRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.list().iter().map(|p| &p.policy.meta.name))
+            .finish()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct RegisteredPolicy {
+    pub policy: Arc<CompiledPolicy>,
+    pub builtin: bool,
+}
+
+impl PolicyRegistry {
+    pub fn insert(&self, policy: Arc<CompiledPolicy>, builtin: bool) {
+        let name = policy.meta.name.clone();
+        self.write()
+            .insert(name, RegisteredPolicy { policy, builtin });
+    }
+
+    pub fn get(&self, name: &str) -> Option<RegisteredPolicy> {
+        self.read().get(name).cloned()
+    }
+
+    pub fn list(&self) -> Vec<RegisteredPolicy> {
+        self.read().values().cloned().collect()
+    }
+
+    pub fn remove(&self, name: &str) -> Option<RegisteredPolicy> {
+        self.write().remove(name)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, RegisteredPolicy>> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, RegisteredPolicy>> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests;

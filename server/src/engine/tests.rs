@@ -1,0 +1,284 @@
+//! Engine tests with real modules: the built-ins, the misbehaving test policy, and hand-written
+//! components (WAT) that break the upload rules.
+
+use std::sync::{Arc, OnceLock};
+
+use rebalancer_policy_sdk::ExtensionPoint;
+use rebalancer_policy_sdk::evictor::{DefaultEvictorArgs, EvictorConfig, Limits, RunState};
+use serde_json::json;
+
+use super::*;
+use crate::cluster::{self, ClusterSnapshot};
+
+fn test_limits() -> SandboxLimits {
+    SandboxLimits {
+        timeout_ms: 1_000,
+        memory_bytes: 256 << 20,
+        max_proposals: 10_000,
+        max_log_bytes: 64 << 10,
+        ..SandboxLimits::default()
+    }
+}
+
+/// One engine per test binary: compiling a module takes a while in debug builds.
+fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        Engine::new(EngineConfig {
+            limits: test_limits(),
+        })
+        .expect("engine")
+    })
+}
+
+fn module(file: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("REBALANCER_POLICY_WASM_DIR")).join(file);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn misbehaving() -> Arc<CompiledPolicy> {
+    engine()
+        .compile(&module("test_misbehaving.wasm"))
+        .expect("the test policy compiles")
+}
+
+fn wat(text: &str) -> Vec<u8> {
+    wat::parse_str(text).expect("valid WAT")
+}
+
+fn small_cluster() -> Arc<ClusterSnapshot> {
+    let mut items = vec![];
+    for n in 0..3 {
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("node-{n}"), "uid": format!("uid-node-{n}")},
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]
+            }
+        }));
+    }
+    for p in 0..6 {
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": format!("web-{p}"), "namespace": "shop", "uid": format!("uid-web-{p}"),
+                "creationTimestamp": "2020-01-01T00:00:00Z",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                                     "uid": "rs-web", "controller": true}]
+            },
+            "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "nginx",
+                     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
+            "status": {"phase": "Running", "startTime": "2020-01-01T00:00:00Z",
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }));
+    }
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let objects = cluster::parse_list(list.to_string().as_bytes(), cluster::Format::Json)
+        .expect("test cluster parses");
+    Arc::new(cluster::build_snapshot(&objects, 1, 1_700_000_000_000).expect("snapshot"))
+}
+
+fn session(snapshot: &Arc<ClusterSnapshot>) -> EvalSession {
+    let cluster = snapshot.cluster();
+    let config =
+        EvictorConfig::resolve(&DefaultEvictorArgs::default(), cluster).expect("default evictor");
+    EvalSession {
+        snapshot: snapshot.clone(),
+        index: snapshot.index(),
+        config: Arc::new(config),
+        nodes: Arc::new(cluster.nodes().map(|n| n.id).collect()),
+        state: RunState::new(cluster, Limits::default()),
+        plugin: "TestMisbehaving".into(),
+        plugin_set: "default".into(),
+    }
+}
+
+/// Run a behaviour of the test policy; `count: None` uses the behaviour's own default.
+fn run_behaviour(behaviour: &str, count: Option<u32>) -> Evaluation {
+    let policy = misbehaving();
+    let snapshot = small_cluster();
+    engine().evaluate(
+        &policy,
+        ExtensionPoint::Deschedule,
+        &json!({"behaviour": behaviour, "count": count}),
+        session(&snapshot),
+    )
+}
+
+fn failure_kind(evaluation: &Evaluation) -> String {
+    match &evaluation.outcome {
+        Ok(()) => "ok".into(),
+        Err(f) => f.kind.clone(),
+    }
+}
+
+#[test]
+fn built_ins_compile_with_their_metadata() {
+    let mut names = vec![];
+    for (file, bytes) in builtin_modules() {
+        let policy = engine()
+            .compile(bytes)
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(policy.meta.abi_version, ABI_VERSION);
+        assert_eq!(policy.meta.digest.len(), 64);
+        assert!(policy.meta.args_schema.is_object());
+        assert!(policy.meta.implements(ExtensionPoint::Balance), "{file}");
+        names.push(policy.meta.name.clone());
+    }
+    names.sort();
+    assert_eq!(names, ["LowNodeUtilization", "RemoveDuplicates"]);
+}
+
+#[test]
+fn a_module_is_compiled_once_per_digest() {
+    let a = misbehaving();
+    let b = misbehaving();
+    assert!(Arc::ptr_eq(&a, &b));
+}
+
+#[test]
+fn uploads_outside_the_abi_are_refused_with_actionable_errors() {
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("text", b"definitely not wasm".to_vec(), "not_wasm"),
+        ("core module", wat("(module)"), "not_a_component"),
+        ("no exports", wat("(component)"), "missing_export"),
+        (
+            "filesystem",
+            wat(r#"(component (import "wasi:filesystem/types@0.2.6" (instance)))"#),
+            "forbidden_import",
+        ),
+        (
+            "sockets",
+            wat(r#"(component (import "wasi:sockets/tcp@0.2.6" (instance)))"#),
+            "forbidden_import",
+        ),
+        (
+            "random",
+            wat(r#"(component (import "wasi:random/random@0.2.6" (instance)))"#),
+            "forbidden_import",
+        ),
+        (
+            "clocks",
+            wat(r#"(component (import "wasi:clocks/wall-clock@0.2.6" (instance)))"#),
+            "forbidden_import",
+        ),
+        (
+            "http",
+            wat(r#"(component (import "wasi:http/outgoing-handler@0.2.6" (instance)))"#),
+            "forbidden_import",
+        ),
+        (
+            "abi major 2",
+            wat(r#"(component (import "rebalancer:policy/cluster@2.0.0" (instance)))"#),
+            "abi_mismatch",
+        ),
+        (
+            "newer abi minor",
+            wat(r#"(component (import "rebalancer:policy/cluster@1.9.0" (instance)))"#),
+            "abi_mismatch",
+        ),
+    ];
+    for (what, bytes, code) in cases {
+        let error = engine().compile(&bytes).expect_err(what);
+        assert_eq!(error.code(), code, "{what}: {error}");
+        assert!(!error.to_string().is_empty());
+    }
+}
+
+#[test]
+fn a_module_over_the_size_cap_is_refused() {
+    let small = Engine::new(EngineConfig {
+        limits: SandboxLimits {
+            max_module_bytes: 1024,
+            ..test_limits()
+        },
+    })
+    .unwrap();
+    let error = small.compile(&module("test_misbehaving.wasm")).unwrap_err();
+    assert_eq!(error.code(), "module_too_large");
+}
+
+#[test]
+fn args_are_validated_by_the_policy() {
+    let policy = misbehaving();
+    assert!(
+        engine()
+            .validate_args(&policy, &json!({"behaviour": "none"}))
+            .is_ok()
+    );
+    let errors = engine()
+        .validate_args(&policy, &json!({"behaviour": "none", "bogus": 1}))
+        .unwrap_err();
+    assert!(errors[0].message.contains("bogus"), "{errors:?}");
+}
+
+#[test]
+fn a_well_behaved_evaluation_proposes_through_the_evictor() {
+    let evaluation = run_behaviour("propose", Some(2));
+    assert_eq!(failure_kind(&evaluation), "ok");
+    assert_eq!(evaluation.state.proposals().len(), 2);
+    assert!(evaluation.peak_memory > 0);
+}
+
+#[test]
+fn an_infinite_loop_times_out() {
+    let evaluation = run_behaviour("infinite-loop", None);
+    assert_eq!(failure_kind(&evaluation), "timeout");
+    assert!(
+        evaluation.duration.as_millis() >= 900,
+        "{:?}",
+        evaluation.duration
+    );
+}
+
+#[test]
+fn a_memory_bomb_hits_the_memory_cap() {
+    assert_eq!(failure_kind(&run_behaviour("memory-bomb", None)), "memory");
+}
+
+#[test]
+fn deep_recursion_overflows_the_stack() {
+    // Rust guests keep their frames on a shadow stack in linear memory, which runs out before
+    // the wasm stack does: either way the evaluation ends with a recorded error naming it.
+    let evaluation = run_behaviour("deep-recursion", None);
+    let failure = evaluation.outcome.as_ref().unwrap_err();
+    assert!(
+        failure.kind == "stack-overflow"
+            || (failure.kind == "trap" && failure.message.contains("recursion")),
+        "{failure:?}"
+    );
+}
+
+#[test]
+fn a_panic_is_recorded_with_its_message() {
+    let evaluation = run_behaviour("panic", None);
+    assert_eq!(failure_kind(&evaluation), "panic");
+    let message = &evaluation.outcome.as_ref().unwrap_err().message;
+    assert!(message.contains("TestMisbehaving"), "{message}");
+}
+
+#[test]
+fn a_trap_is_recorded() {
+    assert_eq!(failure_kind(&run_behaviour("trap", None)), "trap");
+}
+
+#[test]
+fn a_proposal_flood_hits_the_cap_and_keeps_what_was_admitted() {
+    let evaluation = run_behaviour("flood-proposals", None);
+    assert_eq!(failure_kind(&evaluation), "proposal-cap");
+    assert!(evaluation.proposal_calls > test_limits().max_proposals);
+}
+
+#[test]
+fn a_log_flood_hits_the_cap() {
+    assert_eq!(failure_kind(&run_behaviour("flood-logs", None)), "log-cap");
+}
+
+#[test]
+fn the_engine_keeps_working_after_failures() {
+    for behaviour in ["infinite-loop", "trap", "panic"] {
+        assert_ne!(failure_kind(&run_behaviour(behaviour, None)), "ok");
+        assert_eq!(failure_kind(&run_behaviour("propose", Some(1))), "ok");
+    }
+}

@@ -1,0 +1,398 @@
+//! Clusters: snapshot push (a Kubernetes `List`, JSON or YAML), list, get, nodes with
+//! utilization, pods.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{ApiPath, ApiQuery, DocumentFormat, document_format, read_body_limited};
+use super::{page_limit, timestamp};
+use crate::app::{AppState, IngestFailure};
+use crate::cluster::{self, ClusterSnapshot, IngestError, IngestWarning, NodeUtilization};
+use crate::store::ClusterRecord;
+
+/// A cluster and the state it holds.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    pub name: String,
+    /// `simulated`: the cluster lives in Rebalancer's database.
+    pub backend: String,
+    /// Changes every time the state is replaced.
+    pub revision: i64,
+    /// When the current state was taken (the clock policies see).
+    pub snapshot_time: String,
+    pub nodes: i64,
+    pub pods: i64,
+    pub objects: i64,
+    /// Objects by kind.
+    pub counts: BTreeMap<String, u64>,
+    /// Oddities kept from the last snapshot (a pod bound to a missing node, an unknown kind…).
+    pub warnings: Vec<IngestWarning>,
+    /// False when the stored state could not be rebuilt at start-up.
+    pub loaded: bool,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ClusterList {
+    pub items: Vec<ClusterView>,
+}
+
+/// Milliseconds spent per ingest step.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IngestTimings {
+    /// Reading the request body.
+    pub receive_ms: f64,
+    /// Decoding the document into objects.
+    pub parse_ms: f64,
+    /// Building the compact snapshot policies read.
+    pub build_ms: f64,
+    /// Writing the objects to the database (one transaction).
+    pub persist_ms: f64,
+    pub total_ms: f64,
+}
+
+/// The outcome of a snapshot push.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotResult {
+    #[serde(flatten)]
+    pub cluster: ClusterView,
+    /// True when this push created the cluster.
+    pub created: bool,
+    pub timings: IngestTimings,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct NodeList {
+    pub items: Vec<NodeUtilization>,
+}
+
+/// A pod of a cluster's current snapshot.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodView {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// `spec.nodeName` ("" when unscheduled).
+    pub node: String,
+    pub phase: String,
+    pub qos_class: String,
+    /// Kind of the first ownerReference ("" for bare pods).
+    pub owner_kind: String,
+    pub priority: Option<i32>,
+    /// Requested CPU, in millicores.
+    pub cpu_request_millis: i64,
+    /// Requested memory, in bytes.
+    pub memory_request_bytes: i64,
+    pub terminating: bool,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PodList {
+    pub items: Vec<PodView>,
+    /// Pass as `cursor` to get the next page; null on the last page.
+    pub next: Option<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PodQuery {
+    /// Only pods bound to this node.
+    pub node: Option<String>,
+    /// Only pods of this namespace.
+    pub namespace: Option<String>,
+    /// Page size (default 100, at most 1000).
+    pub limit: Option<u32>,
+    /// The `next` value of the previous page.
+    pub cursor: Option<String>,
+}
+
+fn view(state: &AppState, record: ClusterRecord) -> Result<ClusterView, ApiError> {
+    let warnings: Vec<IngestWarning> = serde_json::from_value(record.warnings).map_err(|e| {
+        ApiError::internal(&format!("stored warnings of cluster {}", record.name), e)
+    })?;
+    Ok(ClusterView {
+        loaded: state.clusters.get(&record.name).is_some(),
+        name: record.name,
+        backend: record.backend,
+        revision: record.revision,
+        snapshot_time: timestamp(record.snapshot_time_ms),
+        nodes: record.node_count,
+        pods: record.pod_count,
+        objects: record.object_count,
+        counts: record.counts,
+        warnings,
+        created_at: timestamp(record.created_at),
+        updated_at: timestamp(record.updated_at),
+    })
+}
+
+fn ingest_error(err: IngestFailure) -> ApiError {
+    match err {
+        IngestFailure::InvalidName { .. } => ApiError::bad_request("invalid_name", err.to_string()),
+        IngestFailure::Document(e) => {
+            let status = match e {
+                IngestError::Malformed { .. } => StatusCode::BAD_REQUEST,
+                IngestError::InvalidObject { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+                IngestError::Archive(_) => {
+                    return ApiError::internal("building a snapshot archive", e);
+                }
+            };
+            let details = match &e {
+                IngestError::Malformed { line, column, .. } => {
+                    json!({ "line": line, "column": column, "previousStateKept": true })
+                }
+                IngestError::InvalidObject {
+                    index,
+                    kind,
+                    namespace,
+                    name,
+                    field,
+                    ..
+                } => json!({
+                    "index": index,
+                    "kind": kind,
+                    "namespace": namespace,
+                    "name": name,
+                    "field": field,
+                    "previousStateKept": true,
+                }),
+                IngestError::Archive(_) => json!({}),
+            };
+            ApiError::new(status, e.code(), e.to_string()).with_details(details)
+        }
+        IngestFailure::Store(e) => e.into(),
+        IngestFailure::Task(e) => ApiError::internal("snapshot ingest task failed", e),
+    }
+}
+
+/// Replace a cluster's state with a Kubernetes `List` — exactly what
+/// `kubectl get nodes,pods,pdb,namespaces,priorityclasses -A -o json` prints — sent as JSON or
+/// YAML (`Content-Type: application/yaml`). Creates the cluster (backend `simulated`) when new.
+/// The replacement is atomic: when the document is refused, the previous state is untouched.
+#[utoipa::path(put, path = "/api/v1/clusters/{name}/snapshot", tag = "clusters",
+    params(("name" = String, Path, description = "Cluster name (1–63 of a-z 0-9 - . _)")),
+    request_body(description = "A v1 List of Kubernetes objects",
+        content((Object = "application/json"), (Object = "application/yaml"))),
+    responses(
+        (status = 201, description = "Cluster created", body = SnapshotResult),
+        (status = 200, description = "State replaced", body = SnapshotResult),
+        (status = 400, description = "Not JSON/YAML, not a List, or a bad name", body = ErrorBody),
+        (status = 413, description = "Over --snapshot-body-limit", body = ErrorBody),
+        (status = 415, description = "Neither JSON nor YAML", body = ErrorBody),
+        (status = 422, description = "An object is invalid; the message names it and the field",
+            body = ErrorBody),
+    ))]
+pub async fn put_snapshot(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<SnapshotResult>), ApiError> {
+    let format = match document_format(&headers)? {
+        DocumentFormat::Json => cluster::Format::Json,
+        DocumentFormat::Yaml => cluster::Format::Yaml,
+    };
+    let started = std::time::Instant::now();
+    let bytes = read_body_limited(
+        &headers,
+        body,
+        state.settings.snapshot_body_limit,
+        "snapshot",
+    )
+    .await?;
+    let receive_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let outcome = state
+        .ingest_snapshot(&name, bytes, format)
+        .await
+        .map_err(ingest_error)?;
+    let status = if outcome.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(SnapshotResult {
+            created: outcome.created,
+            timings: IngestTimings {
+                receive_ms,
+                parse_ms: outcome.parse_ms,
+                build_ms: outcome.build_ms,
+                persist_ms: outcome.persist_ms,
+                total_ms: receive_ms + outcome.total_ms,
+            },
+            cluster: view(&state, outcome.record)?,
+        }),
+    ))
+}
+
+/// List clusters.
+#[utoipa::path(get, path = "/api/v1/clusters", tag = "clusters",
+    responses((status = 200, body = ClusterList)))]
+pub async fn list_clusters(State(state): State<AppState>) -> Result<Json<ClusterList>, ApiError> {
+    let items = state
+        .store
+        .list_clusters()
+        .await?
+        .into_iter()
+        .map(|r| view(&state, r))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Json(ClusterList { items }))
+}
+
+/// One cluster.
+#[utoipa::path(get, path = "/api/v1/clusters/{name}", tag = "clusters",
+    params(("name" = String, Path, description = "Cluster name")),
+    responses(
+        (status = 200, body = ClusterView),
+        (status = 404, body = ErrorBody),
+    ))]
+pub async fn get_cluster(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<ClusterView>, ApiError> {
+    let record = state.store.get_cluster(&name).await?;
+    Ok(Json(view(&state, record)?))
+}
+
+/// The loaded snapshot of a cluster: 404 when the cluster does not exist, 409 when its stored
+/// state could not be loaded.
+async fn snapshot_of(state: &AppState, name: &str) -> Result<Arc<ClusterSnapshot>, ApiError> {
+    if let Some(snapshot) = state.clusters.get(name) {
+        return Ok(snapshot);
+    }
+    state.store.get_cluster(name).await?;
+    Err(ApiError::conflict(
+        "cluster_not_loaded",
+        format!(
+            "the stored state of cluster \"{name}\" could not be loaded at start-up (see the \
+             server log); push a new snapshot"
+        ),
+    ))
+}
+
+/// Nodes with their requested cpu, memory and pods, absolute and as a percentage of
+/// allocatable (what LowNodeUtilization thresholds compare against).
+#[utoipa::path(get, path = "/api/v1/clusters/{name}/nodes", tag = "clusters",
+    params(("name" = String, Path, description = "Cluster name")),
+    responses(
+        (status = 200, body = NodeList),
+        (status = 404, body = ErrorBody),
+    ))]
+pub async fn list_nodes(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<NodeList>, ApiError> {
+    let snapshot = snapshot_of(&state, &name).await?;
+    let items = tokio::task::spawn_blocking(move || cluster::node_utilization(snapshot.cluster()))
+        .await
+        .map_err(|e| ApiError::internal("node utilization task failed", e))?;
+    Ok(Json(NodeList { items }))
+}
+
+/// Pods of the current snapshot, in snapshot order, optionally of one node and/or namespace.
+#[utoipa::path(get, path = "/api/v1/clusters/{name}/pods", tag = "clusters",
+    params(("name" = String, Path, description = "Cluster name"), PodQuery),
+    responses(
+        (status = 200, body = PodList),
+        (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "The cursor belongs to an older snapshot", body = ErrorBody),
+    ))]
+pub async fn list_pods(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(query): ApiQuery<PodQuery>,
+) -> Result<Json<PodList>, ApiError> {
+    let limit = page_limit(query.limit)? as usize;
+    let snapshot = snapshot_of(&state, &name).await?;
+    let start = match query.cursor.as_deref() {
+        None => 0,
+        Some(cursor) => {
+            let (revision, index) = cursor
+                .split_once('.')
+                .and_then(|(r, i)| Some((r.parse::<u64>().ok()?, i.parse::<usize>().ok()?)))
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "invalid_cursor",
+                        format!("cursor {cursor:?} is not one this API returned"),
+                    )
+                })?;
+            if revision != snapshot.revision {
+                return Err(ApiError::conflict(
+                    "stale_cursor",
+                    format!(
+                        "the cluster's state changed since this listing began (revision \
+                         {revision} → {}); start again without a cursor",
+                        snapshot.revision
+                    ),
+                ));
+            }
+            index
+        }
+    };
+    let list = tokio::task::spawn_blocking(move || {
+        pod_page(
+            &snapshot,
+            query.node.as_deref(),
+            query.namespace.as_deref(),
+            start,
+            limit,
+        )
+    })
+    .await
+    .map_err(|e| ApiError::internal("pod listing task failed", e))?;
+    Ok(Json(list))
+}
+
+fn pod_page(
+    snapshot: &ClusterSnapshot,
+    node: Option<&str>,
+    namespace: Option<&str>,
+    start: usize,
+    limit: usize,
+) -> PodList {
+    let cluster = snapshot.cluster();
+    let cpu = cluster.lookup("cpu");
+    let memory = cluster.lookup("memory");
+    let mut items = Vec::new();
+    let mut next = None;
+    for pod in cluster.pods().skip(start) {
+        if node.is_some_and(|n| pod.node_name() != n)
+            || namespace.is_some_and(|ns| pod.namespace() != ns)
+        {
+            continue;
+        }
+        if items.len() == limit {
+            next = Some(format!("{}.{}", snapshot.revision, pod.id));
+            break;
+        }
+        items.push(PodView {
+            namespace: pod.namespace().to_string(),
+            name: pod.name().to_string(),
+            uid: pod.uid().to_string(),
+            node: pod.node_name().to_string(),
+            phase: format!("{:?}", pod.phase()),
+            qos_class: format!("{:?}", pod.qos()),
+            owner_kind: pod.owner_kind().to_string(),
+            priority: pod.priority(),
+            cpu_request_millis: cpu.map_or(0, |id| pod.request(id)),
+            memory_request_bytes: memory.map_or(0, |id| pod.request(id) / 1000),
+            terminating: pod.has_deletion_timestamp(),
+        });
+    }
+    PodList { items, next }
+}

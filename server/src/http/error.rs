@@ -1,0 +1,181 @@
+//! The one error shape of the API: `{"code", "message", "details"}`.
+//!
+//! Owns: [`ApiError`] and its conversion from every error the handlers meet. Server-side failures
+//! are answered with a generic message; their cause goes to the log, never into a body.
+
+use axum::Json;
+use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::store::StoreError;
+
+/// The body of every error response.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// Machine-readable, stable: `not_found`, `invalid_document`, `forbidden_import`, …
+    #[schema(example = "not_found")]
+    pub code: String,
+    /// What is wrong and, where it helps, what to do about it.
+    #[schema(example = "cluster \"prod\" does not exist")]
+    pub message: String,
+    /// Structured detail (e.g. every problem found in a document), or null.
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<Value>,
+}
+
+/// An error answered to a client.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+    retry_after: Option<u32>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+    }
+
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::CONFLICT, code, message)
+    }
+
+    /// The server is not ready yet (start-up in progress).
+    pub fn not_ready() -> Self {
+        ApiError {
+            retry_after: Some(1),
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not_ready",
+                "the server is starting (compiling built-in policies, loading clusters); \
+                 retry shortly",
+            )
+        }
+    }
+
+    /// A failure on our side: logged with its cause, answered generically.
+    pub fn internal(context: &str, cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "{context}");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the server failed to handle this request; the cause is in the server log",
+        )
+    }
+
+    pub fn too_large(what: &str, limit: usize) -> Self {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!(
+                "the {what} is larger than this endpoint's limit of {limit} bytes (see the \
+                 server's --body-limit / --snapshot-body-limit)"
+            ),
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            code: self.code.to_string(),
+            message: self.message,
+            details: self.details,
+        };
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound { what } => ApiError::not_found(format!("{what} does not exist")),
+            other => ApiError::internal("database failure", other),
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        let status = rejection.status();
+        let code = match rejection {
+            JsonRejection::MissingJsonContentType(_) => "unsupported_media_type",
+            JsonRejection::JsonSyntaxError(_) => "invalid_json",
+            JsonRejection::JsonDataError(_) => "invalid_request",
+            _ => "invalid_body",
+        };
+        body_error(status, code, rejection.body_text())
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        body_error(rejection.status(), "invalid_body", rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        ApiError::new(rejection.status(), "invalid_path", rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        ApiError::new(rejection.status(), "invalid_query", rejection.body_text())
+    }
+}
+
+fn body_error(status: StatusCode, code: &'static str, text: String) -> ApiError {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            status,
+            "payload_too_large",
+            format!("{text} (see the server's --body-limit)"),
+        )
+    } else {
+        ApiError::new(status, code, text)
+    }
+}
+
+/// Answer for unknown paths.
+pub async fn not_found_fallback(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!(
+        "no such endpoint: {}; the API is described at /api-docs/openapi.json",
+        uri.path()
+    ))
+}

@@ -1,0 +1,239 @@
+//! Policies: upload (`POST` with the `.wasm` as body), list, get, delete.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Serialize;
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{ApiPath, RawBody};
+use super::timestamp;
+use crate::app::AppState;
+use crate::engine::{EngineError, PolicyMeta};
+use crate::store::{self, PolicyRecord, PutPolicyError};
+
+/// A registered policy.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyView {
+    #[serde(flatten)]
+    pub meta: PolicyMeta,
+    /// Shipped with the server (cannot be deleted or replaced).
+    pub builtin: bool,
+    /// Compiled and usable in runs (false only for a stored upload that no longer compiles).
+    pub loaded: bool,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PolicyList {
+    pub items: Vec<PolicyView>,
+}
+
+/// The raw bytes of a WebAssembly component.
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct WasmModule(#[allow(dead_code)] Vec<u8>);
+
+fn view(state: &AppState, record: PolicyRecord) -> Result<PolicyView, ApiError> {
+    let meta: PolicyMeta = serde_json::from_value(record.metadata).map_err(|e| {
+        ApiError::internal(&format!("stored metadata of policy {}", record.name), e)
+    })?;
+    let loaded = state
+        .registry
+        .get(&record.name)
+        .is_some_and(|p| p.policy.meta.digest == record.digest);
+    Ok(PolicyView {
+        meta,
+        builtin: record.builtin,
+        loaded,
+        created_at: timestamp(record.created_at),
+        updated_at: timestamp(record.updated_at),
+    })
+}
+
+fn engine_error(err: EngineError) -> ApiError {
+    let status = match err {
+        EngineError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        EngineError::Internal(_) => {
+            return ApiError::internal("policy engine failure", err);
+        }
+        _ => StatusCode::UNPROCESSABLE_ENTITY,
+    };
+    ApiError::new(status, err.code(), err.to_string())
+}
+
+/// Upload a policy module: a WebAssembly component built against the policy ABI. It is
+/// validated, compiled and introspected (`info`) before it is stored; uploading a module with
+/// the name of an existing upload replaces it.
+#[utoipa::path(post, path = "/api/v1/policies", tag = "policies",
+    request_body(content = WasmModule, content_type = "application/wasm",
+        description = "The .wasm file (any Content-Type is accepted)"),
+    responses(
+        (status = 201, description = "Registered", body = PolicyView),
+        (status = 200, description = "Replaced an earlier upload of the same name", body = PolicyView),
+        (status = 409, description = "The name belongs to a built-in policy", body = ErrorBody),
+        (status = 413, description = "Over the module size cap", body = ErrorBody),
+        (status = 422, description = "Not a usable policy (not wasm, core module, wrong ABI, \
+            forbidden imports, missing exports, bad metadata); `code` says which", body = ErrorBody),
+    ))]
+pub async fn upload_policy(
+    State(state): State<AppState>,
+    RawBody(wasm): RawBody,
+) -> Result<(StatusCode, Json<PolicyView>), ApiError> {
+    if wasm.is_empty() {
+        return Err(ApiError::unprocessable(
+            "not_wasm",
+            "the body is empty: send the policy's .wasm file as the request body",
+        ));
+    }
+    let permit = state
+        .evaluations
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|e| ApiError::internal("evaluation semaphore closed", e))?;
+    let engine = state.engine.clone();
+    let bytes = wasm.clone();
+    let compiled = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        engine.compile(&bytes)
+    })
+    .await
+    .map_err(|e| ApiError::internal("policy compilation task failed", e))?
+    .map_err(engine_error)?;
+
+    let meta = compiled.meta.clone();
+    let _catalog = state.catalog_lock.lock().await;
+    if state.registry.get(&meta.name).is_some_and(|p| p.builtin) {
+        return Err(builtin_clash(&meta.name));
+    }
+    let metadata = serde_json::to_value(&meta)
+        .map_err(|e| ApiError::internal("serialising policy metadata", e))?;
+    let (record, created) = state
+        .store
+        .put_user_policy(&store::NewPolicy {
+            name: &meta.name,
+            version: &meta.version,
+            digest: &meta.digest,
+            abi_version: &meta.abi_version,
+            wasm: &wasm,
+            metadata: &metadata,
+        })
+        .await
+        .map_err(|e| match e {
+            PutPolicyError::Builtin(name) => builtin_clash(&name),
+            PutPolicyError::Store(e) => e.into(),
+        })?;
+    state.registry.insert(compiled, false);
+    tracing::info!(policy = %meta.name, version = %meta.version, digest = %meta.digest, created, "policy uploaded");
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(view(&state, record)?)))
+}
+
+fn builtin_clash(name: &str) -> ApiError {
+    ApiError::conflict(
+        "builtin_policy",
+        format!(
+            "\"{name}\" is the name of a built-in policy; give your policy another name in its \
+             `info` (e.g. \"{name}Custom\")"
+        ),
+    )
+}
+
+/// List every policy, built-ins first by name.
+#[utoipa::path(get, path = "/api/v1/policies", tag = "policies",
+    responses((status = 200, body = PolicyList)))]
+pub async fn list_policies(State(state): State<AppState>) -> Result<Json<PolicyList>, ApiError> {
+    let mut items = state
+        .store
+        .list_policies()
+        .await?
+        .into_iter()
+        .map(|r| view(&state, r))
+        .collect::<Result<Vec<_>, _>>()?;
+    items.sort_by(|a, b| {
+        b.builtin
+            .cmp(&a.builtin)
+            .then(a.meta.name.cmp(&b.meta.name))
+    });
+    Ok(Json(PolicyList { items }))
+}
+
+/// One policy.
+#[utoipa::path(get, path = "/api/v1/policies/{name}", tag = "policies",
+    params(("name" = String, Path, description = "Plugin name, e.g. LowNodeUtilization")),
+    responses(
+        (status = 200, body = PolicyView),
+        (status = 404, body = ErrorBody),
+    ))]
+pub async fn get_policy(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<PolicyView>, ApiError> {
+    let record = state.store.get_policy(&name).await?;
+    Ok(Json(view(&state, record)?))
+}
+
+/// Delete an uploaded policy. Built-ins cannot be deleted, and a policy a profile enables
+/// cannot be deleted until the profile stops using it.
+#[utoipa::path(delete, path = "/api/v1/policies/{name}", tag = "policies",
+    params(("name" = String, Path, description = "Plugin name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "Built-in, or used by a profile", body = ErrorBody),
+    ))]
+pub async fn delete_policy(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<StatusCode, ApiError> {
+    let _catalog = state.catalog_lock.lock().await;
+    if state.registry.get(&name).is_some_and(|p| p.builtin) {
+        return Err(ApiError::conflict(
+            "builtin_policy",
+            format!(
+                "\"{name}\" is a built-in policy and cannot be deleted; to stop using it, leave \
+                 it out of your profiles"
+            ),
+        ));
+    }
+    let mut users = Vec::new();
+    for profile in state.store.list_profiles().await? {
+        let spec: crate::profile::ProfileSpec =
+            serde_json::from_value(profile.spec).map_err(|e| {
+                ApiError::internal(&format!("stored spec of profile {}", profile.name), e)
+            })?;
+        let uses = spec
+            .plugin_sets
+            .iter()
+            .flat_map(|s| s.deschedule.iter().chain(&s.balance))
+            .any(|p| p.name == name);
+        if uses {
+            users.push(profile.name);
+        }
+    }
+    if !users.is_empty() {
+        return Err(ApiError::conflict(
+            "policy_in_use",
+            format!(
+                "policy \"{name}\" is enabled by profile(s) {}; remove it from them first",
+                users.join(", ")
+            ),
+        )
+        .with_details(serde_json::json!({ "profiles": users })));
+    }
+    if !state.store.delete_user_policy(&name).await? {
+        return Err(ApiError::not_found(format!(
+            "policy \"{name}\" does not exist"
+        )));
+    }
+    state.registry.remove(&name);
+    tracing::info!(policy = %name, "policy deleted");
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,164 @@
+//! Profiles: `PUT` a DeschedulerPolicy document (JSON or YAML) under a name, list, get.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{ApiPath, DocumentFormat, RawBody, document_format};
+use super::timestamp;
+use crate::app::{AppState, check_name};
+use crate::profile::{self, ProfileError, ProfileSpec};
+use crate::store::ProfileRecord;
+
+/// A profile: the document as sent, what it was parsed into, and what in it has no effect.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileView {
+    pub name: String,
+    /// The DeschedulerPolicy document (as JSON, also when it was sent as YAML).
+    #[schema(value_type = Object)]
+    pub document: Value,
+    /// The normalised form runs evaluate (DefaultEvictor added, args defaulted to `{}`).
+    pub spec: ProfileSpec,
+    /// Fields accepted that have no effect here (e.g. `gracePeriodSeconds`).
+    pub warnings: Vec<ProfileError>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ProfileList {
+    pub items: Vec<ProfileView>,
+}
+
+fn view(record: ProfileRecord) -> Result<ProfileView, ApiError> {
+    let spec: ProfileSpec = serde_json::from_value(record.spec)
+        .map_err(|e| ApiError::internal(&format!("stored spec of profile {}", record.name), e))?;
+    let warnings = profile::parse_with_warnings(&record.document)
+        .map(|p| p.warnings)
+        .unwrap_or_default();
+    Ok(ProfileView {
+        name: record.name,
+        document: record.document,
+        spec,
+        warnings,
+        created_at: timestamp(record.created_at),
+        updated_at: timestamp(record.updated_at),
+    })
+}
+
+fn invalid(errors: Vec<ProfileError>) -> ApiError {
+    let first = errors.first().map(ToString::to_string).unwrap_or_default();
+    let message = if errors.len() == 1 {
+        format!("the DeschedulerPolicy is not valid: {first}")
+    } else {
+        format!(
+            "the DeschedulerPolicy has {} problems; the first: {first}",
+            errors.len()
+        )
+    };
+    ApiError::unprocessable("invalid_profile", message).with_details(json!({ "errors": errors }))
+}
+
+/// Parse a document body as JSON or YAML.
+pub(crate) fn parse_document(format: DocumentFormat, body: &[u8]) -> Result<Value, ApiError> {
+    match format {
+        DocumentFormat::Json => serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}"))
+        }),
+        DocumentFormat::Yaml => serde_yaml::from_slice(body).map_err(|e| {
+            ApiError::bad_request("invalid_yaml", format!("the body is not valid YAML: {e}"))
+        }),
+    }
+}
+
+/// Create or replace a profile from a DeschedulerPolicy (`descheduler/v1alpha2`) document, as
+/// descheduler reads it: `profiles[]` with `pluginConfig` and `plugins`, plus the policy-wide
+/// limits and `nodeSelector`. Every enabled plugin must be a registered policy implementing
+/// that extension point, and its args must validate. Unknown or misplaced fields are errors.
+#[utoipa::path(put, path = "/api/v1/profiles/{name}", tag = "profiles",
+    params(("name" = String, Path, description = "Profile name (1–63 of a-z 0-9 - . _)")),
+    request_body(description = "A DeschedulerPolicy document",
+        content((Object = "application/json"), (Object = "application/yaml"))),
+    responses(
+        (status = 201, description = "Created", body = ProfileView),
+        (status = 200, description = "Replaced", body = ProfileView),
+        (status = 400, description = "Not JSON/YAML, or a bad name", body = ErrorBody),
+        (status = 422, description = "Not a valid DeschedulerPolicy for this server; \
+            `details.errors` lists every problem with its field path", body = ErrorBody),
+    ))]
+pub async fn put_profile(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Result<(StatusCode, Json<ProfileView>), ApiError> {
+    check_name(&name).map_err(|reason| {
+        ApiError::bad_request(
+            "invalid_name",
+            format!("invalid profile name {name:?}: {reason}"),
+        )
+    })?;
+    let document = parse_document(document_format(&headers)?, &body)?;
+    let parsed = profile::parse_with_warnings(&document).map_err(invalid)?;
+
+    let _catalog = state.catalog_lock.lock().await;
+    let (engine, registry, doc, spec) = (
+        state.engine.clone(),
+        state.registry.clone(),
+        document.clone(),
+        parsed.spec.clone(),
+    );
+    let problems = tokio::task::spawn_blocking(move || {
+        profile::check_plugins(&spec, &doc, &engine, &registry)
+    })
+    .await
+    .map_err(|e| ApiError::internal("profile check task failed", e))?;
+    if !problems.is_empty() {
+        return Err(invalid(problems));
+    }
+    let spec_json = serde_json::to_value(&parsed.spec)
+        .map_err(|e| ApiError::internal("serialising a profile spec", e))?;
+    let (record, created) = state
+        .store
+        .put_profile(&name, &document, &spec_json)
+        .await?;
+    tracing::info!(profile = %name, created, "profile stored");
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(view(record)?)))
+}
+
+/// List every profile.
+#[utoipa::path(get, path = "/api/v1/profiles", tag = "profiles",
+    responses((status = 200, body = ProfileList)))]
+pub async fn list_profiles(State(state): State<AppState>) -> Result<Json<ProfileList>, ApiError> {
+    let items = state
+        .store
+        .list_profiles()
+        .await?
+        .into_iter()
+        .map(view)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Json(ProfileList { items }))
+}
+
+/// One profile.
+#[utoipa::path(get, path = "/api/v1/profiles/{name}", tag = "profiles",
+    params(("name" = String, Path, description = "Profile name")),
+    responses(
+        (status = 200, body = ProfileView),
+        (status = 404, body = ErrorBody),
+    ))]
+pub async fn get_profile(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<ProfileView>, ApiError> {
+    Ok(Json(view(state.store.get_profile(&name).await?)?))
+}

@@ -1,0 +1,106 @@
+//! Profiles: the DeschedulerPolicy document as sent and the spec parsed from it.
+
+use sqlx::Row;
+
+use super::{Store, StoreError, from_json, now_ms};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProfileRecord {
+    pub name: String,
+    pub document: serde_json::Value,
+    /// The parsed ProfileSpec as JSON.
+    pub spec: serde_json::Value,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+fn profile_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ProfileRecord, StoreError> {
+    let name: String = row.try_get("name")?;
+    let document: String = row.try_get("document")?;
+    let spec: String = row.try_get("spec")?;
+    Ok(ProfileRecord {
+        document: from_json(&format!("document of profile {name}"), &document)?,
+        spec: from_json(&format!("spec of profile {name}"), &spec)?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        name,
+    })
+}
+
+impl Store {
+    /// Create or replace a profile. Returns the record and whether it was created.
+    pub async fn put_profile(
+        &self,
+        name: &str,
+        document: &serde_json::Value,
+        spec: &serde_json::Value,
+    ) -> Result<(ProfileRecord, bool), StoreError> {
+        let now = now_ms();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM profiles WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let row = sqlx::query(
+            "INSERT INTO profiles (name, document, spec, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?) \
+             ON CONFLICT (name) DO UPDATE SET document = excluded.document, \
+             spec = excluded.spec, updated_at = excluded.updated_at \
+             RETURNING name, document, spec, created_at, updated_at",
+        )
+        .bind(name)
+        .bind(document.to_string())
+        .bind(spec.to_string())
+        .bind(now)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let record = profile_from_row(&row)?;
+        tx.commit().await?;
+        Ok((record, exists.is_none()))
+    }
+
+    /// Create a profile only when no profile has that name. Returns whether it was created.
+    pub async fn create_profile_if_missing(
+        &self,
+        name: &str,
+        document: &serde_json::Value,
+        spec: &serde_json::Value,
+    ) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let done = sqlx::query(
+            "INSERT INTO profiles (name, document, spec, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(document.to_string())
+        .bind(spec.to_string())
+        .bind(now)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    pub async fn get_profile(&self, name: &str) -> Result<ProfileRecord, StoreError> {
+        let row = sqlx::query(
+            "SELECT name, document, spec, created_at, updated_at FROM profiles WHERE name = ?",
+        )
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound {
+            what: format!("profile \"{name}\""),
+        })?;
+        profile_from_row(&row)
+    }
+
+    pub async fn list_profiles(&self) -> Result<Vec<ProfileRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT name, document, spec, created_at, updated_at FROM profiles ORDER BY name",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(profile_from_row).collect()
+    }
+}

@@ -1,0 +1,239 @@
+//! Runs: one row per evaluation of a profile over a cluster revision; finishing a run stores
+//! its report and all its decisions in one transaction.
+
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+
+use super::decisions::{DecisionStatus, NewDecision};
+use super::{Store, StoreError, from_json, now_ms};
+
+/// Rows per multi-row decision INSERT (12 parameters each).
+const DECISION_BATCH: usize = 500;
+
+/// `running` until the run ends as `succeeded` or `failed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+impl FromStr for RunStatus {
+    type Err = StoreError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "running" => Ok(RunStatus::Running),
+            "succeeded" => Ok(RunStatus::Succeeded),
+            "failed" => Ok(RunStatus::Failed),
+            other => Err(StoreError::corrupt("run status", format!("`{other}`"))),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRecord {
+    pub id: i64,
+    pub cluster: String,
+    pub cluster_revision: i64,
+    pub profile: String,
+    pub status: RunStatus,
+    pub started_at: i64,
+    pub finished_at: Option<i64>,
+    /// The run report as JSON, once finished.
+    pub report: Option<serde_json::Value>,
+    pub error: Option<String>,
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug)]
+pub enum RunEnd<'a> {
+    Succeeded {
+        report: &'a serde_json::Value,
+        decisions: &'a [NewDecision],
+    },
+    Failed {
+        error: &'a str,
+    },
+}
+
+const COLUMNS: &str =
+    "id, cluster, cluster_revision, profile, status, started_at, finished_at, report, error";
+
+fn run_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<RunRecord, StoreError> {
+    let id: i64 = row.try_get("id")?;
+    let status: String = row.try_get("status")?;
+    let report: Option<String> = row.try_get("report")?;
+    Ok(RunRecord {
+        id,
+        cluster: row.try_get("cluster")?,
+        cluster_revision: row.try_get("cluster_revision")?,
+        profile: row.try_get("profile")?,
+        status: status.parse()?,
+        started_at: row.try_get("started_at")?,
+        finished_at: row.try_get("finished_at")?,
+        report: report
+            .map(|r| from_json(&format!("report of run {id}"), &r))
+            .transpose()?,
+        error: row.try_get("error")?,
+    })
+}
+
+impl Store {
+    /// Record the start of a run (status `running`).
+    pub async fn insert_run(
+        &self,
+        cluster: &str,
+        cluster_revision: i64,
+        profile: &str,
+    ) -> Result<RunRecord, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO runs (cluster, cluster_revision, profile, status, started_at) \
+             VALUES (?, ?, ?, 'running', ?) RETURNING {COLUMNS}"
+        )))
+        .bind(cluster)
+        .bind(cluster_revision)
+        .bind(profile)
+        .bind(now_ms())
+        .fetch_one(&self.pool)
+        .await?;
+        run_from_row(&row)
+    }
+
+    /// Finish a running run: its status, report and decisions, all in one transaction.
+    pub async fn finish_run(&self, id: i64, end: RunEnd<'_>) -> Result<RunRecord, StoreError> {
+        let now = now_ms();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let run = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM runs WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound {
+            what: format!("run {id}"),
+        })
+        .and_then(|row| run_from_row(&row))?;
+        if run.status != RunStatus::Running {
+            return Err(StoreError::corrupt(
+                format!("run {id}"),
+                format!("it is already {}", run.status.as_str()),
+            ));
+        }
+        match end {
+            RunEnd::Succeeded { report, decisions } => {
+                for batch in decisions.chunks(DECISION_BATCH) {
+                    let mut sql = String::from(
+                        "INSERT INTO decisions (run_id, cluster, profile, plugin_set, plugin, \
+                         pod_uid, pod_namespace, pod_name, node, reason, status, created_at, \
+                         updated_at) VALUES ",
+                    );
+                    for i in 0..batch.len() {
+                        sql.push_str(if i == 0 { "" } else { "," });
+                        sql.push_str("(?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                    }
+                    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+                    for d in batch {
+                        query = query
+                            .bind(id)
+                            .bind(run.cluster.as_str())
+                            .bind(run.profile.as_str())
+                            .bind(d.plugin_set.as_str())
+                            .bind(d.plugin.as_str())
+                            .bind(d.pod_uid.as_str())
+                            .bind(d.pod_namespace.as_str())
+                            .bind(d.pod_name.as_str())
+                            .bind(d.node.as_str())
+                            .bind(d.reason.as_str())
+                            .bind(DecisionStatus::Proposed.as_str())
+                            .bind(now)
+                            .bind(now);
+                    }
+                    query.execute(&mut *tx).await?;
+                }
+                sqlx::query(
+                    "UPDATE runs SET status = 'succeeded', finished_at = ?, report = ? \
+                     WHERE id = ?",
+                )
+                .bind(now)
+                .bind(report.to_string())
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            }
+            RunEnd::Failed { error } => {
+                sqlx::query(
+                    "UPDATE runs SET status = 'failed', finished_at = ?, error = ? WHERE id = ?",
+                )
+                .bind(now)
+                .bind(error)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM runs WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let record = run_from_row(&row)?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    pub async fn get_run(&self, id: i64) -> Result<RunRecord, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM runs WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound {
+            what: format!("run {id}"),
+        })?;
+        run_from_row(&row)
+    }
+
+    /// Runs, newest first: at most `limit`, with ids below `before` when given.
+    pub async fn list_runs(
+        &self,
+        limit: u32,
+        before: Option<i64>,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM runs WHERE id < ? ORDER BY id DESC LIMIT ?"
+        )))
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    /// Mark runs left `running` by a previous process as failed. Returns how many there were.
+    pub async fn fail_interrupted_runs(&self, error: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'failed', finished_at = ?, error = ? \
+             WHERE status = 'running'",
+        )
+        .bind(now_ms())
+        .bind(error)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}

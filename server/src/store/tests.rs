@@ -1,0 +1,450 @@
+//! Every query of the store, against a real SQLite file.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::*;
+
+async fn open() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("test.db")).await.unwrap();
+    (dir, store)
+}
+
+fn object(kind: &str, namespace: Option<&str>, name: &str) -> StoredObject {
+    StoredObject {
+        kind: kind.to_string(),
+        api_version: "v1".to_string(),
+        namespace: namespace.map(str::to_string),
+        name: name.to_string(),
+        uid: Some(format!("uid-{name}")),
+        body: json!({"kind": kind, "metadata": {"name": name}}).to_string(),
+    }
+}
+
+fn rows(objects: &[StoredObject]) -> impl ExactSizeIterator<Item = ObjectRow<'_>> + Send {
+    objects.iter().map(|o| ObjectRow {
+        kind: &o.kind,
+        api_version: &o.api_version,
+        namespace: o.namespace.as_deref(),
+        name: &o.name,
+        uid: o.uid.as_deref(),
+        body: &o.body,
+    })
+}
+
+fn state<'a>(
+    name: &'a str,
+    revision: i64,
+    counts: &'a BTreeMap<String, u64>,
+    warnings: &'a serde_json::Value,
+) -> NewClusterState<'a> {
+    NewClusterState {
+        name,
+        backend: "simulated",
+        revision,
+        snapshot_time_ms: 1_700_000_000_000 + revision,
+        node_count: counts.get("Node").copied().unwrap_or(0) as i64,
+        pod_count: counts.get("Pod").copied().unwrap_or(0) as i64,
+        counts,
+        warnings,
+    }
+}
+
+#[tokio::test]
+async fn open_creates_and_migrates_and_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested.db");
+    let store = Store::open(&path).await.unwrap();
+    store.ping().await.unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    store.close().await;
+    assert!(path.exists());
+    // Applying the migrations again is a no-op.
+    let again = Store::open(&path).await.unwrap();
+    assert!(again.list_clusters().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn open_reports_the_path_when_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("missing-dir").join("x.db");
+    let err = Store::open(&path).await.unwrap_err();
+    assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
+    assert!(err.to_string().contains("missing-dir"), "{err}");
+}
+
+#[tokio::test]
+async fn cluster_state_is_created_then_replaced_whole() {
+    let (_dir, store) = open().await;
+    assert_eq!(store.max_cluster_revision().await.unwrap(), 0);
+
+    // More objects than one INSERT batch, so batching and the partial last batch both run.
+    let mut objects = vec![object("Node", None, "n-0"), object("Node", None, "n-1")];
+    objects.extend((0..2500).map(|i| object("Pod", Some("default"), &format!("p-{i}"))));
+    let counts = BTreeMap::from([("Node".to_string(), 2), ("Pod".to_string(), 2500)]);
+    let warnings = json!([{"code": "node-not-found", "count": 1, "message": "pod default/p-7"}]);
+    let (record, created) = store
+        .replace_cluster_state(&state("east", 1, &counts, &warnings), rows(&objects))
+        .await
+        .unwrap();
+    assert!(created);
+    assert_eq!(record.name, "east");
+    assert_eq!(
+        (
+            record.revision,
+            record.node_count,
+            record.pod_count,
+            record.object_count
+        ),
+        (1, 2, 2500, 2502)
+    );
+    assert_eq!(record.counts, counts);
+    assert_eq!(record.warnings, warnings);
+    assert_eq!(store.cluster_objects(record.id).await.unwrap(), objects);
+
+    let fewer = vec![object("Node", None, "n-9")];
+    let counts2 = BTreeMap::from([("Node".to_string(), 1)]);
+    let (replaced, created) = store
+        .replace_cluster_state(&state("east", 2, &counts2, &json!([])), rows(&fewer))
+        .await
+        .unwrap();
+    assert!(!created);
+    assert_eq!(replaced.id, record.id);
+    assert_eq!(replaced.created_at, record.created_at);
+    assert_eq!((replaced.revision, replaced.object_count), (2, 1));
+    assert_eq!(replaced.warnings, json!([]));
+    assert_eq!(store.cluster_objects(record.id).await.unwrap(), fewer);
+
+    let (_, created) = store
+        .replace_cluster_state(&state("a-west", 3, &counts2, &json!([])), rows(&fewer))
+        .await
+        .unwrap();
+    assert!(created);
+    let names: Vec<String> = store
+        .list_clusters()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(names, ["a-west", "east"]);
+    assert_eq!(store.get_cluster("east").await.unwrap(), replaced);
+    assert_eq!(store.max_cluster_revision().await.unwrap(), 3);
+    let missing = store.get_cluster("nope").await.unwrap_err();
+    assert!(matches!(missing, StoreError::NotFound { .. }));
+    assert_eq!(missing.to_string(), "cluster \"nope\" not found");
+}
+
+fn policy<'a>(
+    name: &'a str,
+    digest: &'a str,
+    wasm: &'a [u8],
+    metadata: &'a serde_json::Value,
+) -> NewPolicy<'a> {
+    NewPolicy {
+        name,
+        version: "1.0.0",
+        digest,
+        abi_version: "1.0.0",
+        wasm,
+        metadata,
+    }
+}
+
+#[tokio::test]
+async fn policies_builtin_and_uploaded() {
+    let (_dir, store) = open().await;
+    let meta = json!({"name": "X", "extensionPoints": ["balance"]});
+    store
+        .upsert_builtin_policy(&policy("RemoveDuplicates", "d1", b"wasm-1", &meta))
+        .await
+        .unwrap();
+    store
+        .upsert_builtin_policy(&policy("Old", "d0", b"wasm-0", &meta))
+        .await
+        .unwrap();
+    let first = store.get_policy("RemoveDuplicates").await.unwrap();
+    assert!(first.builtin);
+    assert_eq!(first.metadata, meta);
+    // Same digest again: nothing changes.
+    store
+        .upsert_builtin_policy(&policy("RemoveDuplicates", "d1", b"wasm-1", &meta))
+        .await
+        .unwrap();
+    assert_eq!(store.get_policy("RemoveDuplicates").await.unwrap(), first);
+
+    let removed = store
+        .remove_builtins_except(&["RemoveDuplicates"])
+        .await
+        .unwrap();
+    assert_eq!(removed, ["Old"]);
+
+    // An upload may not take a built-in's name.
+    let clash = store
+        .put_user_policy(&policy("RemoveDuplicates", "d9", b"x", &meta))
+        .await
+        .unwrap_err();
+    assert!(matches!(clash, PutPolicyError::Builtin(ref n) if n == "RemoveDuplicates"));
+
+    let (uploaded, created) = store
+        .put_user_policy(&policy("Mine", "d2", b"mine-1", &meta))
+        .await
+        .unwrap();
+    assert!(created && !uploaded.builtin);
+    let (replaced, created) = store
+        .put_user_policy(&policy("Mine", "d3", b"mine-2", &meta))
+        .await
+        .unwrap();
+    assert!(!created);
+    assert_eq!(replaced.digest, "d3");
+    assert_eq!(replaced.created_at, uploaded.created_at);
+
+    let names: Vec<(String, bool)> = store
+        .list_policies()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name, p.builtin))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("Mine".to_string(), false),
+            ("RemoveDuplicates".to_string(), true)
+        ]
+    );
+    assert_eq!(
+        store.user_policy_modules().await.unwrap(),
+        [("Mine".to_string(), b"mine-2".to_vec())]
+    );
+
+    assert!(!store.delete_user_policy("RemoveDuplicates").await.unwrap());
+    assert!(store.delete_user_policy("Mine").await.unwrap());
+    assert!(!store.delete_user_policy("Mine").await.unwrap());
+    assert!(matches!(
+        store.get_policy("Mine").await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn profiles_put_get_list() {
+    let (_dir, store) = open().await;
+    let doc = json!({"kind": "DeschedulerPolicy", "profiles": []});
+    let spec = json!({"pluginSets": []});
+    assert!(
+        store
+            .create_profile_if_missing("default", &doc, &spec)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .create_profile_if_missing("default", &json!({}), &spec)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.get_profile("default").await.unwrap().document, doc);
+
+    let (created, is_new) = store.put_profile("b", &doc, &spec).await.unwrap();
+    assert!(is_new);
+    let doc2 = json!({"kind": "DeschedulerPolicy", "profiles": [{"name": "x"}]});
+    let (replaced, is_new) = store.put_profile("b", &doc2, &spec).await.unwrap();
+    assert!(!is_new);
+    assert_eq!(replaced.document, doc2);
+    assert_eq!(replaced.created_at, created.created_at);
+    let names: Vec<String> = store
+        .list_profiles()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(names, ["b", "default"]);
+    assert!(matches!(
+        store.get_profile("zzz").await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+fn decision(i: usize) -> NewDecision {
+    NewDecision {
+        plugin_set: "default".into(),
+        plugin: if i % 2 == 0 {
+            "RemoveDuplicates".into()
+        } else {
+            "LowNodeUtilization".into()
+        },
+        pod_uid: format!("uid-{i}"),
+        pod_namespace: "ns".into(),
+        pod_name: format!("pod-{i}"),
+        node: "n-1".into(),
+        reason: "duplicate".into(),
+    }
+}
+
+#[tokio::test]
+async fn runs_finish_with_their_decisions_in_one_go() {
+    let (_dir, store) = open().await;
+    let run = store.insert_run("east", 4, "default").await.unwrap();
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!((run.cluster_revision, run.finished_at), (4, None));
+
+    let decisions: Vec<NewDecision> = (0..1203).map(decision).collect();
+    let report = json!({"proposals": 1203});
+    let done = store
+        .finish_run(
+            run.id,
+            RunEnd::Succeeded {
+                report: &report,
+                decisions: &decisions,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Succeeded);
+    assert_eq!(done.report, Some(report.clone()));
+    assert!(done.finished_at.is_some());
+    assert_eq!(store.count_run_decisions(run.id).await.unwrap(), 1203);
+    // A finished run cannot finish again.
+    let again = store
+        .finish_run(run.id, RunEnd::Failed { error: "x" })
+        .await
+        .unwrap_err();
+    assert!(again.to_string().contains("already succeeded"), "{again}");
+    assert!(matches!(
+        store.finish_run(999, RunEnd::Failed { error: "x" }).await,
+        Err(StoreError::NotFound { .. })
+    ));
+
+    let failed_run = store.insert_run("east", 4, "broken").await.unwrap();
+    let failed = store
+        .finish_run(
+            failed_run.id,
+            RunEnd::Failed {
+                error: "unknown plugin",
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed.status, RunStatus::Failed);
+    assert_eq!(failed.error.as_deref(), Some("unknown plugin"));
+    assert_eq!(store.get_run(failed_run.id).await.unwrap(), failed);
+
+    let interrupted = store.insert_run("east", 5, "default").await.unwrap();
+    assert_eq!(store.fail_interrupted_runs("restarted").await.unwrap(), 1);
+    let interrupted = store.get_run(interrupted.id).await.unwrap();
+    assert_eq!(interrupted.status, RunStatus::Failed);
+    assert_eq!(interrupted.error.as_deref(), Some("restarted"));
+
+    let newest_first: Vec<i64> = store
+        .list_runs(2, None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(newest_first, [interrupted.id, failed.id]);
+    let older: Vec<i64> = store
+        .list_runs(2, Some(failed.id))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(older, [run.id]);
+    assert!(matches!(
+        store.get_run(12345).await,
+        Err(StoreError::NotFound { .. })
+    ));
+
+    // Decisions: filter by run and status, page through with the cursor.
+    let other = store.insert_run("west", 6, "default").await.unwrap();
+    let report = json!({});
+    store
+        .finish_run(
+            other.id,
+            RunEnd::Succeeded {
+                report: &report,
+                decisions: &[decision(0)],
+            },
+        )
+        .await
+        .unwrap();
+    let filter = DecisionFilter {
+        run: Some(run.id),
+        ..DecisionFilter::default()
+    };
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let (page, next) = store
+            .list_decisions(
+                &DecisionFilter {
+                    after,
+                    ..filter.clone()
+                },
+                500,
+            )
+            .await
+            .unwrap();
+        assert!(page.iter().all(|d| d.run_id == run.id));
+        seen.extend(page.iter().map(|d| d.pod_name.clone()));
+        match next {
+            Some(id) => after = Some(id),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..1203).map(|i| format!("pod-{i}")).collect();
+    assert_eq!(seen, expected);
+
+    let (all_proposed, next) = store
+        .list_decisions(
+            &DecisionFilter {
+                status: Some(DecisionStatus::Proposed),
+                ..DecisionFilter::default()
+            },
+            5000,
+        )
+        .await
+        .unwrap();
+    assert_eq!((all_proposed.len(), next), (1204, None));
+    let (none, _) = store
+        .list_decisions(
+            &DecisionFilter {
+                status: Some(DecisionStatus::Approved),
+                ..DecisionFilter::default()
+            },
+            10,
+        )
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+
+    let first = &all_proposed[0];
+    let got = store.get_decision(first.id).await.unwrap();
+    assert_eq!(&got, first);
+    assert_eq!(
+        (got.cluster.as_str(), got.profile.as_str(), got.status),
+        ("east", "default", DecisionStatus::Proposed)
+    );
+    assert!(matches!(
+        store.get_decision(-1).await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[test]
+fn decision_status_names_round_trip() {
+    for status in DecisionStatus::ALL {
+        assert_eq!(status.as_str().parse::<DecisionStatus>().unwrap(), status);
+    }
+    let err = "done".parse::<DecisionStatus>().unwrap_err();
+    assert!(err.to_string().contains("unknown decision status `done`"));
+}

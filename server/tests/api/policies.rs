@@ -1,0 +1,184 @@
+//! Policy upload, listing and deletion, at the HTTP level (the engine's own tests cover the
+//! checks in depth).
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::support::{TestServer, assert_error, policy_module, wat};
+
+#[tokio::test]
+async fn built_ins_are_registered_and_protected() {
+    let server = TestServer::start().await;
+    let (status, body) = server.get("/api/v1/policies").await;
+    assert_eq!(status, StatusCode::OK);
+    let names: Vec<(&str, bool, bool)> = body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap(),
+                p["builtin"].as_bool().unwrap(),
+                p["loaded"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("LowNodeUtilization", true, true),
+            ("RemoveDuplicates", true, true)
+        ]
+    );
+
+    let (status, lnu) = server.get("/api/v1/policies/LowNodeUtilization").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(lnu["extensionPoints"], json!(["balance"]));
+    assert_eq!(lnu["abiVersion"], "1.0.0");
+    assert_eq!(lnu["digest"].as_str().unwrap().len(), 64);
+    assert!(lnu["argsSchema"].is_object(), "{lnu:#}");
+    assert!(lnu["createdAt"].as_str().unwrap().ends_with('Z'));
+
+    let (status, body) = server.delete("/api/v1/policies/RemoveDuplicates").await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(assert_error(&body, "builtin_policy").contains("cannot be deleted"));
+
+    let (status, body) = server.get("/api/v1/policies/Nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_error(&body, "not_found");
+}
+
+#[tokio::test]
+async fn uploads_that_are_not_policies_are_refused_with_actionable_errors() {
+    let server = TestServer::start().await;
+    let cases = [
+        ("text", b"hello, world".to_vec(), "not_wasm", "magic"),
+        ("empty body", Vec::new(), "not_wasm", "empty"),
+        (
+            "core module",
+            wat("(module)"),
+            "not_a_component",
+            "wasm32-wasip2",
+        ),
+        ("no exports", wat("(component)"), "missing_export", "export"),
+        (
+            "filesystem import",
+            wat(r#"(component (import "wasi:filesystem/types@0.2.6" (instance)))"#),
+            "forbidden_import",
+            "wasi:filesystem/types",
+        ),
+        (
+            "socket import",
+            wat(r#"(component (import "wasi:sockets/tcp@0.2.6" (instance)))"#),
+            "forbidden_import",
+            "wasi:sockets/tcp",
+        ),
+        (
+            "next ABI major",
+            wat(r#"(component (import "rebalancer:policy/cluster@2.0.0" (instance)))"#),
+            "abi_mismatch",
+            "2.0.0",
+        ),
+    ];
+    for (what, body, code, needle) in cases {
+        let (status, error) = server.post_bytes("/api/v1/policies", body).await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{what}: {error:#}"
+        );
+        let message = assert_error(&error, code);
+        assert!(message.contains(needle), "{what}: {message}");
+    }
+
+    // A built-in's own module: its name is taken.
+    let builtin = rebalancer_server::engine::builtin_modules()[0].1.to_vec();
+    let (status, error) = server.post_bytes("/api/v1/policies", builtin).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_error(&error, "builtin_policy");
+
+    // Nothing was registered along the way.
+    let (_, list) = server.get("/api/v1/policies").await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn size_caps_answer_413() {
+    let server = TestServer::start_with(|s| {
+        s.demo = false;
+        s.sandbox.max_module_bytes = 4096;
+        s.body_limit = 64 << 10;
+    })
+    .await;
+    // A component header followed by padding: over the module cap, under the body limit.
+    let mut module = b"\0asm\x0d\0\x01\0".to_vec();
+    module.resize(8192, 0);
+    let (status, error) = server.post_bytes("/api/v1/policies", module).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(assert_error(&error, "module_too_large").contains("4096"));
+
+    let (status, error) = server
+        .post_bytes("/api/v1/policies", vec![0; 100 << 10])
+        .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_error(&error, "payload_too_large");
+}
+
+#[tokio::test]
+async fn upload_replace_and_delete() {
+    let server = TestServer::start().await;
+    let wasm = policy_module("test_misbehaving.wasm");
+    let (status, created) = server.post_bytes("/api/v1/policies", wasm.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{created:#}");
+    assert_eq!(created["name"], "TestMisbehaving");
+    assert_eq!(created["builtin"], false);
+    assert_eq!(created["loaded"], true);
+    assert_eq!(created["extensionPoints"], json!(["deschedule", "balance"]));
+    assert_eq!(created["sizeBytes"], wasm.len());
+
+    let (status, again) = server.post_bytes("/api/v1/policies", wasm).await;
+    assert_eq!(status, StatusCode::OK, "{again:#}");
+    assert_eq!(again["createdAt"], created["createdAt"]);
+
+    // A profile uses it: deleting it would break the profile.
+    server
+        .put_profile(
+            "chaos",
+            &json!({
+                "apiVersion": "descheduler/v1alpha2",
+                "kind": "DeschedulerPolicy",
+                "profiles": [{
+                    "name": "p",
+                    "pluginConfig": [{"name": "TestMisbehaving", "args": {"behaviour": "none"}}],
+                    "plugins": {"deschedule": {"enabled": ["TestMisbehaving"]}}
+                }]
+            }),
+        )
+        .await;
+    let (status, error) = server.delete("/api/v1/policies/TestMisbehaving").await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(assert_error(&error, "policy_in_use").contains("chaos"));
+    assert_eq!(error["details"]["profiles"], json!(["chaos"]));
+
+    server
+        .put_profile(
+            "chaos",
+            &json!({
+                "apiVersion": "descheduler/v1alpha2",
+                "kind": "DeschedulerPolicy",
+                "profiles": [{
+                    "name": "p",
+                    "pluginConfig": [{"name": "RemoveDuplicates"}],
+                    "plugins": {"balance": {"enabled": ["RemoveDuplicates"]}}
+                }]
+            }),
+        )
+        .await;
+    let (status, body) = server.delete("/api/v1/policies/TestMisbehaving").await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body:#}");
+    let (status, _) = server.get("/api/v1/policies/TestMisbehaving").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, error) = server.delete("/api/v1/policies/TestMisbehaving").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_error(&error, "not_found");
+}

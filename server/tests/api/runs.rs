@@ -1,0 +1,249 @@
+//! Runs and decisions.
+
+use std::collections::BTreeSet;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, assert_error, policy_module, small_cluster};
+
+#[tokio::test]
+async fn the_default_profile_proposes_moves_on_the_demo_cluster() {
+    let server = TestServer::start_with_demo().await;
+    let (status, run) = server.run("demo", "default").await;
+    assert_eq!(status, StatusCode::CREATED, "{run:#}");
+    assert_eq!(run["status"], "succeeded", "{run:#}");
+    assert_eq!(
+        (&run["cluster"], &run["profile"]),
+        (&json!("demo"), &json!("default"))
+    );
+    assert!(run["finishedAt"].is_string() && run["startedAt"].is_string());
+    let id = run["id"].as_i64().unwrap();
+    let report = &run["report"];
+    let plugins: Vec<&str> = report["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["plugin"].as_str().unwrap())
+        .collect();
+    assert_eq!(plugins, ["RemoveDuplicates", "LowNodeUtilization"]);
+    for outcome in report["policies"].as_array().unwrap() {
+        assert!(outcome["error"].is_null(), "{outcome:#}");
+        assert!(outcome["durationMs"].as_f64().unwrap() >= 0.0);
+    }
+    let proposals = report["proposals"].as_array().unwrap().len();
+    assert!(proposals > 0, "the demo cluster is unbalanced: {report:#}");
+    assert_eq!(run["proposals"], proposals);
+
+    // GET returns the same object.
+    let (status, again) = server.get(&format!("/api/v1/runs/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(again, run);
+
+    // Decisions: one per proposal, paginated.
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            None => format!("/api/v1/decisions?run={id}&limit=3"),
+            Some(c) => format!("/api/v1/decisions?run={id}&limit=3&cursor={c}"),
+        };
+        let (status, page) = server.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{page:#}");
+        pages += 1;
+        let items = page["items"].as_array().unwrap();
+        assert!(items.len() <= 3);
+        seen.extend(items.iter().cloned());
+        match page["next"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => {
+                assert!(page["next"].is_null());
+                break;
+            }
+        }
+    }
+    assert_eq!(seen.len(), proposals);
+    assert_eq!(pages, proposals.div_ceil(3).max(1));
+    let ids: BTreeSet<i64> = seen.iter().map(|d| d["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids.len(), proposals, "no decision twice");
+    for (decision, proposal) in seen.iter().zip(report["proposals"].as_array().unwrap()) {
+        assert_eq!(decision["status"], "proposed");
+        assert_eq!(decision["run"], id);
+        assert_eq!(decision["profile"], "default");
+        assert_eq!(decision["pluginSet"], "default");
+        assert_eq!(decision["cluster"], "demo");
+        assert_eq!(decision["pod"]["uid"], proposal["podUid"]);
+        assert_eq!(decision["pod"]["namespace"], proposal["namespace"]);
+        assert_eq!(decision["pod"]["name"], proposal["name"]);
+        assert_eq!(decision["node"], proposal["node"]);
+        assert_eq!(decision["plugin"], proposal["plugin"]);
+        assert!(!decision["reason"].as_str().unwrap().is_empty());
+        assert!(decision["createdAt"].is_string());
+    }
+
+    let first = seen[0]["id"].as_i64().unwrap();
+    let (status, one) = server.get(&format!("/api/v1/decisions/{first}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(one, seen[0]);
+
+    let (_, proposed) = server
+        .get(&format!(
+            "/api/v1/decisions?run={id}&status=proposed&limit=1000"
+        ))
+        .await;
+    assert_eq!(proposed["items"].as_array().unwrap().len(), proposals);
+    let (_, approved) = server.get("/api/v1/decisions?status=approved").await;
+    assert_eq!(approved["items"], json!([]));
+
+    let (status, runs) = server.get("/api/v1/runs").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(runs["items"][0]["id"], id);
+    assert!(runs["next"].is_null());
+}
+
+#[tokio::test]
+async fn run_and_decision_errors() {
+    let server = TestServer::start().await;
+    server.push("east", &small_cluster()).await;
+
+    let (status, body) = server.run("west", "default").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(assert_error(&body, "not_found").contains("cluster \"west\""));
+    let (status, body) = server.run("east", "nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(assert_error(&body, "not_found").contains("profile \"nope\""));
+
+    let (status, body) = server
+        .post_json("/api/v1/runs", &json!({"cluster": "east"}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(assert_error(&body, "invalid_request").contains("profile"));
+    let (status, body) = server
+        .post_json(
+            "/api/v1/runs",
+            &json!({"cluster": "east", "profile": "default", "dryRun": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(assert_error(&body, "invalid_request").contains("dryRun"));
+    let (status, body) = server
+        .send(
+            server
+                .client
+                .post(server.url("/api/v1/runs"))
+                .header("content-type", "application/json")
+                .body("{"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_error(&body, "invalid_json");
+
+    let (status, body) = server.get("/api/v1/runs/999").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_error(&body, "not_found");
+    let (status, body) = server.get("/api/v1/decisions/999").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_error(&body, "not_found");
+    let (status, body) = server.get("/api/v1/decisions?cursor=abc").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_error(&body, "invalid_cursor");
+    let (status, body) = server.get("/api/v1/decisions?status=done").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_error(&body, "invalid_query");
+    let (status, body) = server.get("/api/v1/decisions?limit=0").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_error(&body, "invalid_query");
+
+    // A profile that parses but cannot run on this cluster: the run is recorded as failed.
+    server
+        .put_profile(
+            "strict",
+            &json!({
+                "apiVersion": "descheduler/v1alpha2",
+                "kind": "DeschedulerPolicy",
+                "profiles": [{
+                    "name": "p",
+                    "pluginConfig": [
+                        {"name": "DefaultEvictor", "args": {"priorityThreshold": {"name": "no-such-class"}}},
+                        {"name": "RemoveDuplicates"}
+                    ],
+                    "plugins": {"balance": {"enabled": ["RemoveDuplicates"]}}
+                }]
+            }),
+        )
+        .await;
+    let (status, body) = server.run("east", "strict").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body:#}");
+    assert!(assert_error(&body, "invalid_profile").contains("no-such-class"));
+    let failed_id = body["details"]["run"].as_i64().unwrap();
+    let (_, failed) = server.get(&format!("/api/v1/runs/{failed_id}")).await;
+    assert_eq!(failed["status"], "failed");
+    assert!(failed["error"].as_str().unwrap().contains("no-such-class"));
+    assert!(failed["report"].is_null());
+}
+
+fn chaos_profile(deschedule_behaviour: &str, count: u32) -> Value {
+    json!({
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "profiles": [{
+            "name": "chaos",
+            "pluginConfig": [
+                {"name": "TestMisbehaving", "args": {"behaviour": deschedule_behaviour, "count": count}},
+                {"name": "RemoveDuplicates"}
+            ],
+            "plugins": {
+                "deschedule": {"enabled": ["TestMisbehaving"]},
+                "balance": {"enabled": ["RemoveDuplicates"]}
+            }
+        }]
+    })
+}
+
+#[tokio::test]
+async fn a_misbehaving_policy_fails_alone_and_the_server_keeps_serving() {
+    let server = TestServer::start_with(|s| {
+        s.demo = false;
+        s.sandbox.timeout_ms = 500;
+    })
+    .await;
+    server.push("east", &small_cluster()).await;
+    server.upload(policy_module("test_misbehaving.wasm")).await;
+
+    for (behaviour, kind) in [("trap", "trap"), ("infinite-loop", "timeout")] {
+        server
+            .put_profile("chaos", &chaos_profile(behaviour, 1))
+            .await;
+        let (status, run) = server.run("east", "chaos").await;
+        assert_eq!(status, StatusCode::CREATED, "{run:#}");
+        assert_eq!(run["status"], "succeeded");
+        let outcomes = run["report"]["policies"].as_array().unwrap();
+        assert_eq!(outcomes[0]["plugin"], "TestMisbehaving");
+        assert_eq!(outcomes[0]["error"]["kind"], kind, "{:#}", outcomes[0]);
+        // The other policy of the run still ran: web has three replicas on n1.
+        assert_eq!(outcomes[1]["plugin"], "RemoveDuplicates");
+        assert!(outcomes[1]["error"].is_null());
+        assert_eq!(outcomes[1]["proposals"], 2, "{:#}", outcomes[1]);
+    }
+    let (status, _) = server.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+
+    // A well-behaved uploaded policy: its proposals are decisions like any other, and a pod it
+    // proposed is not proposed again by the next plugin of the run.
+    server
+        .put_profile("chaos", &chaos_profile("propose", 4))
+        .await;
+    let (status, run) = server.run("east", "chaos").await;
+    assert_eq!(status, StatusCode::CREATED, "{run:#}");
+    let id = run["id"].as_i64().unwrap();
+    let (_, decisions) = server.get(&format!("/api/v1/decisions?run={id}")).await;
+    let items = decisions["items"].as_array().unwrap();
+    let by_plugin = |plugin: &str| items.iter().filter(|d| d["plugin"] == plugin).count();
+    assert_eq!(by_plugin("TestMisbehaving"), 4, "{decisions:#}");
+    let pods: BTreeSet<&str> = items
+        .iter()
+        .map(|d| d["pod"]["uid"].as_str().unwrap())
+        .collect();
+    assert_eq!(pods.len(), items.len(), "a pod is proposed once per run");
+}

@@ -1,0 +1,373 @@
+//! The test server, HTTP helpers and Kubernetes object builders.
+
+use std::path::PathBuf;
+
+use rebalancer_server::app::{self, Server};
+use rebalancer_server::config::Settings;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// A server on a random port with its own database directory.
+pub struct TestServer {
+    server: Option<Server>,
+    pub base: String,
+    pub client: reqwest::Client,
+    dir: tempfile::TempDir,
+    configure: fn(&mut Settings),
+}
+
+fn no_demo(settings: &mut Settings) {
+    settings.demo = false;
+}
+
+impl TestServer {
+    /// A ready server without the demo cluster.
+    pub async fn start() -> TestServer {
+        TestServer::start_with(no_demo).await
+    }
+
+    /// A ready server with the demo cluster loaded.
+    pub async fn start_with_demo() -> TestServer {
+        TestServer::start_with(|_| {}).await
+    }
+
+    /// A ready server with settings adjusted by `configure` (the demo is on by default).
+    pub async fn start_with(configure: fn(&mut Settings)) -> TestServer {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        TestServer::start_in(dir, configure).await
+    }
+
+    async fn start_in(dir: tempfile::TempDir, configure: fn(&mut Settings)) -> TestServer {
+        let mut settings = Settings::new("127.0.0.1:0".parse().unwrap(), database(&dir));
+        configure(&mut settings);
+        let mut server = app::spawn(settings).await.expect("the server starts");
+        server.wait_ready().await.expect("the server gets ready");
+        TestServer {
+            base: format!("http://{}", server.addr),
+            server: Some(server),
+            client: reqwest::Client::new(),
+            dir,
+            configure,
+        }
+    }
+
+    /// Spawn without waiting for readiness.
+    pub async fn spawn_unready() -> (Server, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut settings = Settings::new("127.0.0.1:0".parse().unwrap(), database(&dir));
+        settings.demo = false;
+        let server = app::spawn(settings).await.expect("the server starts");
+        (server, dir)
+    }
+
+    pub fn database(&self) -> PathBuf {
+        database(&self.dir)
+    }
+
+    /// Stop the server (gracefully) and start a new one on the same database file.
+    pub async fn restart(mut self) -> TestServer {
+        self.stop().await;
+        let TestServer { dir, configure, .. } = self;
+        TestServer::start_in(dir, configure).await
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.stop().await.expect("the server stops cleanly");
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+        let response = request.send().await.expect("request sent");
+        let status = response.status();
+        let bytes = response.bytes().await.expect("response body");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        (status, body)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.send(self.client.get(self.url(path))).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.send(self.client.delete(self.url(path))).await
+    }
+
+    pub async fn put_json(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        self.send(self.client.put(self.url(path)).json(body)).await
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        self.send(self.client.post(self.url(path)).json(body)).await
+    }
+
+    pub async fn put_bytes(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> (StatusCode, Value) {
+        self.send(
+            self.client
+                .put(self.url(path))
+                .header("content-type", content_type)
+                .body(body),
+        )
+        .await
+    }
+
+    pub async fn post_bytes(&self, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
+        self.send(
+            self.client
+                .post(self.url(path))
+                .header("content-type", "application/wasm")
+                .body(body),
+        )
+        .await
+    }
+
+    /// Push a snapshot (JSON) and expect success.
+    pub async fn push(&self, cluster: &str, list: &Value) -> Value {
+        let (status, body) = self
+            .put_json(&format!("/api/v1/clusters/{cluster}/snapshot"), list)
+            .await;
+        assert!(status.is_success(), "{status}: {body:#}");
+        body
+    }
+
+    /// Store a profile and expect success.
+    pub async fn put_profile(&self, name: &str, document: &Value) -> Value {
+        let (status, body) = self
+            .put_json(&format!("/api/v1/profiles/{name}"), document)
+            .await;
+        assert!(status.is_success(), "{status}: {body:#}");
+        body
+    }
+
+    /// Upload a policy module and expect success.
+    pub async fn upload(&self, wasm: Vec<u8>) -> Value {
+        let (status, body) = self.post_bytes("/api/v1/policies", wasm).await;
+        assert!(status.is_success(), "{status}: {body:#}");
+        body
+    }
+
+    /// Run a profile and return (status, body).
+    pub async fn run(&self, cluster: &str, profile: &str) -> (StatusCode, Value) {
+        self.post_json(
+            "/api/v1/runs",
+            &json!({"cluster": cluster, "profile": profile}),
+        )
+        .await
+    }
+}
+
+fn database(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join("rebalancer.db")
+}
+
+/// Assert the API's error shape and code; returns the message.
+#[track_caller]
+pub fn assert_error(body: &Value, code: &str) -> String {
+    let object = body
+        .as_object()
+        .unwrap_or_else(|| panic!("not an error object: {body:#}"));
+    assert_eq!(
+        object.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["code", "details", "message"],
+        "{body:#}"
+    );
+    assert_eq!(body["code"], code, "{body:#}");
+    let message = body["message"].as_str().expect("message is a string");
+    assert!(!message.is_empty());
+    message.to_string()
+}
+
+/// A policy module built by server/build.rs (`test_misbehaving.wasm`, …).
+pub fn policy_module(file: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("REBALANCER_POLICY_WASM_DIR")).join(file);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+pub fn wat(text: &str) -> Vec<u8> {
+    wat::parse_str(text).expect("valid WAT")
+}
+
+// ---- Kubernetes objects -------------------------------------------------------------------
+
+/// A kubectl-style `v1 List`.
+pub fn list(items: impl IntoIterator<Item = Value>) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": items.into_iter().collect::<Vec<_>>(),
+    })
+}
+
+/// A Ready node with 4 cpu, 8Gi, 110 pods allocatable.
+pub struct NodeBuilder {
+    name: String,
+    cpu: String,
+    memory: String,
+    ready: bool,
+}
+
+pub fn node(name: &str) -> NodeBuilder {
+    NodeBuilder {
+        name: name.to_string(),
+        cpu: "4".into(),
+        memory: "8Gi".into(),
+        ready: true,
+    }
+}
+
+impl NodeBuilder {
+    pub fn cpu(mut self, cpu: &str) -> Self {
+        self.cpu = cpu.into();
+        self
+    }
+
+    pub fn not_ready(mut self) -> Self {
+        self.ready = false;
+        self
+    }
+
+    pub fn build(self) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": self.name,
+                "uid": format!("uid-node-{}", self.name),
+                "labels": {"kubernetes.io/hostname": self.name},
+                "creationTimestamp": "2020-01-01T00:00:00Z",
+                "managedFields": [{"manager": "kubelet", "operation": "Update"}]
+            },
+            "spec": {},
+            "status": {
+                "allocatable": {"cpu": self.cpu, "memory": self.memory, "pods": "110"},
+                "capacity": {"cpu": self.cpu, "memory": self.memory, "pods": "110"},
+                "conditions": [{"type": "Ready", "status": if self.ready { "True" } else { "False" }}]
+            }
+        })
+    }
+}
+
+/// A Running pod with one container.
+pub struct PodBuilder {
+    namespace: String,
+    name: String,
+    node: Option<String>,
+    owner: Option<(String, String)>,
+    cpu: String,
+    memory: String,
+}
+
+pub fn pod(namespace: &str, name: &str) -> PodBuilder {
+    PodBuilder {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        node: None,
+        owner: None,
+        cpu: "100m".into(),
+        memory: "128Mi".into(),
+    }
+}
+
+impl PodBuilder {
+    pub fn on(mut self, node: &str) -> Self {
+        self.node = Some(node.into());
+        self
+    }
+
+    pub fn owned_by(mut self, kind: &str, name: &str) -> Self {
+        self.owner = Some((kind.into(), name.into()));
+        self
+    }
+
+    pub fn requests(mut self, cpu: &str, memory: &str) -> Self {
+        self.cpu = cpu.into();
+        self.memory = memory.into();
+        self
+    }
+
+    pub fn build(self) -> Value {
+        let mut metadata = json!({
+            "name": self.name,
+            "namespace": self.namespace,
+            "uid": format!("uid-{}-{}", self.namespace, self.name),
+            "creationTimestamp": "2020-01-01T00:00:00Z",
+            "labels": {"app": self.owner.as_ref().map_or("bare", |(_, n)| n.as_str())}
+        });
+        if let Some((kind, name)) = &self.owner {
+            metadata["ownerReferences"] = json!([{
+                "apiVersion": "apps/v1", "kind": kind, "name": name,
+                "uid": format!("uid-{kind}-{name}"), "controller": true
+            }]);
+        }
+        let mut spec = json!({
+            "containers": [{
+                "name": "main",
+                "image": "registry.example/app:1",
+                "resources": {"requests": {"cpu": self.cpu, "memory": self.memory}}
+            }]
+        });
+        if let Some(node) = &self.node {
+            spec["nodeName"] = json!(node);
+        }
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": metadata,
+            "spec": spec,
+            "status": {
+                "phase": if self.node.is_some() { "Running" } else { "Pending" },
+                "startTime": "2020-01-01T00:00:05Z",
+                "conditions": [{"type": "Ready", "status": "True"}]
+            }
+        })
+    }
+}
+
+/// Three nodes; `n1` holds three replicas of `web` plus two other pods, the others are empty.
+pub fn small_cluster() -> Value {
+    list([
+        node("n1").build(),
+        node("n2").build(),
+        node("n3").cpu("8").build(),
+        pod("shop", "web-1")
+            .on("n1")
+            .owned_by("ReplicaSet", "web")
+            .requests("500m", "512Mi")
+            .build(),
+        pod("shop", "web-2")
+            .on("n1")
+            .owned_by("ReplicaSet", "web")
+            .requests("500m", "512Mi")
+            .build(),
+        pod("shop", "web-3")
+            .on("n1")
+            .owned_by("ReplicaSet", "web")
+            .requests("500m", "512Mi")
+            .build(),
+        pod("shop", "db-0")
+            .on("n1")
+            .owned_by("StatefulSet", "db")
+            .requests("1", "2Gi")
+            .build(),
+        pod("batch", "job-1")
+            .on("n2")
+            .owned_by("Job", "job")
+            .build(),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "uid": "uid-ns-shop"}}),
+    ])
+}
