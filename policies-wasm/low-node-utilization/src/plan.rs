@@ -71,6 +71,35 @@ struct NodeUsage {
     capped: Vec<i64>,
 }
 
+/// At most this many per-pod or per-owner detail lines per run; the rest are counted. The host
+/// fails an evaluation that logs more than its byte cap, so detail must stay bounded on any
+/// cluster size.
+const MAX_DETAIL_LINES: usize = 50;
+
+/// Bounded debug logging of details.
+#[derive(Debug, Default)]
+struct Details {
+    written: usize,
+    suppressed: usize,
+}
+
+impl Details {
+    fn log(&mut self, ctx: &mut Context<'_>, message: impl FnOnce() -> String) {
+        if self.written < MAX_DETAIL_LINES {
+            self.written += 1;
+            ctx.debug(&message());
+        } else {
+            self.suppressed += 1;
+        }
+    }
+
+    fn finish(self, ctx: &mut Context<'_>) {
+        if self.suppressed > 0 {
+            ctx.debug(&format!("{} more detail lines not logged", self.suppressed));
+        }
+    }
+}
+
 /// Summary of one pass, for logs and tests.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Outcome {
@@ -92,6 +121,17 @@ struct Limits {
 }
 
 pub fn balance(ctx: &mut Context<'_>, args: &LowNodeUtilizationArgs) -> Result<Outcome, String> {
+    let mut details = Details::default();
+    let outcome = propose(ctx, args, &mut details);
+    details.finish(ctx);
+    outcome
+}
+
+fn propose(
+    ctx: &mut Context<'_>,
+    args: &LowNodeUtilizationArgs,
+    details: &mut Details,
+) -> Result<Outcome, String> {
     let cluster = ctx.cluster;
     let scope = ctx.nodes();
     let mut outcome = Outcome {
@@ -240,11 +280,13 @@ pub fn balance(ctx: &mut Context<'_>, args: &LowNodeUtilizationArgs) -> Result<O
                 }
                 Err(other) => {
                     outcome.refused += 1;
-                    ctx.debug(&format!(
-                        "eviction of {}/{} refused: {other}",
-                        pod.namespace(),
-                        pod.name()
-                    ));
+                    details.log(ctx, || {
+                        format!(
+                            "eviction of {}/{} refused: {other}",
+                            pod.namespace(),
+                            pod.name()
+                        )
+                    });
                     continue;
                 }
             }

@@ -76,6 +76,7 @@ pub fn schema() -> serde_json::Value {
                     "exclude": { "type": ["array", "null"], "items": { "type": "string" } }
                 },
                 "not": {
+                    "type": "object",
                     "properties": {
                         "include": { "type": "array", "minItems": 1 },
                         "exclude": { "type": "array", "minItems": 1 }

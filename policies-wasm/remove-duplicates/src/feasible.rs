@@ -42,11 +42,6 @@ impl BitSet {
         self.words[i / 64] |= 1 << (i % 64);
     }
 
-    #[inline]
-    pub fn contains(&self, i: usize) -> bool {
-        self.words[i / 64] & (1 << (i % 64)) != 0
-    }
-
     pub fn count(&self) -> usize {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
@@ -85,13 +80,13 @@ pub struct Feasibility<'a> {
     /// Scope positions of each taint class.
     class_members: Vec<BitSet>,
     tolerations: SliceInterner,
-    /// Per toleration signature: the union of the taint classes it tolerates (lazily computed).
+    /// Per toleration signature (computed when first seen): the positions of the taint classes
+    /// it tolerates.
     tolerated: Vec<BitSet>,
     selectors: SliceInterner,
-    /// Per selector signature: the positions it matches (lazily computed; `None` = not yet).
+    /// Per selector signature (computed when first seen): the positions it matches; `None` for a
+    /// pod without nodeSelector and required affinity, which matches every node.
     matched: Vec<Option<BitSet>>,
-    /// Per selector signature, whether it selects anything at all (nodeSelector or affinity).
-    selective: Vec<bool>,
     constraints: FxHashMap<Constraint, (BitSet, usize)>,
     scratch: Vec<u32>,
     union: BitSet,
@@ -140,7 +135,6 @@ impl<'a> Feasibility<'a> {
             tolerated: Vec::new(),
             selectors: SliceInterner::default(),
             matched: Vec::new(),
-            selective: Vec::new(),
             constraints: FxHashMap::default(),
             scratch: Vec::new(),
             union: BitSet::new(nodes.len()),
@@ -235,7 +229,6 @@ impl<'a> Feasibility<'a> {
         };
         let (id, new) = self.selectors.intern(key);
         if new {
-            self.selective.push(selective);
             if selective {
                 let mut matched = BitSet::new(self.nodes.len());
                 for (pos, &node) in self.nodes.iter().enumerate() {

@@ -14,7 +14,11 @@
 //! Deliberate differences from descheduler: owners and nodes are visited in a fixed order (first
 //! appearance, scope order) instead of Go map order, and on each node the pods kept are the first
 //! ones in snapshot order; descheduler keeps arbitrary replicas, so its choice of *which* pods go
-//! varies from run to run while *how many per owner and node* does not.
+//! varies from run to run while *how many per owner and node* does not. A pod owned twice over
+//! is evicted once here (the evictor refuses the second proposal), where descheduler's unit
+//! tests count it once per owner. A node selector requirement that cannot be evaluated (invalid
+//! `Gt`/`Lt` values) matches no node here, as the SDK's matcher decides; descheduler treats the
+//! matching error as a match.
 
 pub mod args;
 pub mod feasible;

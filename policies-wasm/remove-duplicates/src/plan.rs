@@ -70,6 +70,35 @@ impl NamespaceFilter {
     }
 }
 
+/// At most this many per-pod or per-owner detail lines per run; the rest are counted. The host
+/// fails an evaluation that logs more than its byte cap, so detail must stay bounded on any
+/// cluster size.
+const MAX_DETAIL_LINES: usize = 50;
+
+/// Bounded debug logging of details.
+#[derive(Debug, Default)]
+struct Details {
+    written: usize,
+    suppressed: usize,
+}
+
+impl Details {
+    fn log(&mut self, ctx: &mut Context<'_>, message: impl FnOnce() -> String) {
+        if self.written < MAX_DETAIL_LINES {
+            self.written += 1;
+            ctx.debug(&message());
+        } else {
+            self.suppressed += 1;
+        }
+    }
+
+    fn finish(self, ctx: &mut Context<'_>) {
+        if self.suppressed > 0 {
+            ctx.debug(&format!("{} more detail lines not logged", self.suppressed));
+        }
+    }
+}
+
 /// Summary of one pass, for logs and tests.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Outcome {
@@ -80,6 +109,17 @@ pub struct Outcome {
 }
 
 pub fn balance(ctx: &mut Context<'_>, args: &RemoveDuplicatesArgs) -> Result<Outcome, String> {
+    let mut details = Details::default();
+    let outcome = propose(ctx, args, &mut details);
+    details.finish(ctx);
+    outcome
+}
+
+fn propose(
+    ctx: &mut Context<'_>,
+    args: &RemoveDuplicatesArgs,
+    details: &mut Details,
+) -> Result<Outcome, String> {
     let cluster = ctx.cluster;
     let nodes = ctx.nodes();
     let mut outcome = Outcome::default();
@@ -105,10 +145,12 @@ pub fn balance(ctx: &mut Context<'_>, args: &RemoveDuplicatesArgs) -> Result<Out
     for group in &groups {
         let feasible = feasibility.target_node_count(group.duplicates.iter().map(|&(_, pod)| pod));
         if feasible < 2 {
-            ctx.debug(&format!(
-                "{}: fewer than two feasible nodes for the duplicates to land on, skipping",
-                describe_owner(cluster, &group.key)
-            ));
+            details.log(ctx, || {
+                format!(
+                    "{}: fewer than two feasible nodes for the duplicates to land on, skipping",
+                    describe_owner(cluster, &group.key)
+                )
+            });
             continue;
         }
         let upper_avg = group.occurrences.div_ceil(feasible as u32) as usize;
@@ -139,11 +181,13 @@ pub fn balance(ctx: &mut Context<'_>, args: &RemoveDuplicatesArgs) -> Result<Out
                     Err(other) => {
                         outcome.refused += 1;
                         let p = cluster.pod(pod);
-                        ctx.debug(&format!(
-                            "eviction of {}/{} refused: {other}",
-                            p.namespace(),
-                            p.name()
-                        ));
+                        details.log(ctx, || {
+                            format!(
+                                "eviction of {}/{} refused: {other}",
+                                p.namespace(),
+                                p.name()
+                            )
+                        });
                     }
                 }
             }

@@ -623,3 +623,38 @@ fn invalid_args_are_reported() {
     let err = run.result.expect_err("unknown field");
     assert!(err.contains("unknown field `excludeOwnerKind`"), "{err}");
 }
+
+#[test]
+fn detail_logging_is_bounded() {
+    // 80 owners with duplicates and a single feasible node each: one skip line per owner would
+    // grow with the cluster, so only the first 50 are written.
+    let mut cluster = TestCluster::new()
+        .node(TestNode::new("n1"))
+        .node(TestNode::new("n2").taint("hard", "x", NoSchedule));
+    for o in 0..80 {
+        cluster = cluster.pods((0..2).map(|i| {
+            TestPod::new("dev", &format!("rs{o}-{i}"))
+                .on_node("n1")
+                .owned_by("ReplicaSet", &format!("rs{o}"))
+        }));
+    }
+    let run = run::<RemoveDuplicates>(&cluster, Balance, "{}");
+    run.assert_ok();
+    assert!(run.proposals.is_empty());
+    let messages = run.log_messages();
+    let skips = messages
+        .iter()
+        .filter(|m| m.contains("fewer than two feasible nodes"))
+        .count();
+    assert_eq!(skips, 50, "{messages:?}");
+    assert!(
+        messages.contains(&"30 more detail lines not logged"),
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("RemoveDuplicates: 160 candidate pods, 80 owners")),
+        "{messages:?}"
+    );
+}

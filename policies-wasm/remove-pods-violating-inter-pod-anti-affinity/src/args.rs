@@ -1,0 +1,258 @@
+//! RemovePodsViolatingInterPodAntiAffinity args: the serde shape of descheduler's
+//! `RemovePodsViolatingInterPodAntiAffinityArgs` (v0.36) plus Rebalancer's opt-in
+//! `includePreferredAntiAffinity`, their validation and the hand-written JSON Schema. Owns no
+//! plugin logic.
+
+use rebalancer_policy_sdk::ArgError;
+use rebalancer_policy_sdk::k8s::selector::LabelSelectorSpec;
+use serde::{Deserialize, Deserializer, Serialize};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RemovePodsViolatingInterPodAntiAffinityArgs {
+    /// Namespaces whose pods are considered, as candidates and as the pods that cause a
+    /// violation: `include` or `exclude`, not both.
+    #[serde(default)]
+    pub namespaces: Option<Namespaces>,
+    /// Only pods matching it are considered, as candidates and as the pods that cause a violation.
+    #[serde(default)]
+    pub label_selector: Option<LabelSelectorSpec>,
+    /// Rebalancer extension (descheduler #250/#1125), off by default: also evict pods whose
+    /// *preferred* anti-affinity is violated, when some other node in scope would satisfy all of
+    /// their preferred anti-affinity terms and passes nodeFit. Not serialized while off, so the
+    /// args stay a valid descheduler document.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "is_false"
+    )]
+    pub include_preferred_anti_affinity: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// descheduler's `api.Namespaces`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Namespaces {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub include: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub exclude: Vec<String>,
+}
+
+/// Go decodes `null` into a nil slice; accept it the same way.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// `ValidateRemovePodsViolatingInterPodAntiAffinityArgs`; descheduler stops at its first error,
+/// we list them all.
+pub fn validate(args: &RemovePodsViolatingInterPodAntiAffinityArgs) -> Vec<ArgError> {
+    let mut errors = Vec::new();
+    if let Some(ns) = &args.namespaces
+        && !ns.include.is_empty()
+        && !ns.exclude.is_empty()
+    {
+        errors.push(ArgError::new(
+            "namespaces",
+            "only one of Include/Exclude namespaces can be set",
+        ));
+    }
+    if let Some(selector) = &args.label_selector {
+        errors.extend(selector.validate("labelSelector").into_iter().map(|e| {
+            ArgError::new(
+                e.field,
+                format!(
+                    "failed to get label selectors from strategy's params: {}",
+                    e.message
+                ),
+            )
+        }));
+    }
+    errors
+}
+
+/// JSON Schema (draft 2020-12) of [`RemovePodsViolatingInterPodAntiAffinityArgs`].
+pub fn schema() -> serde_json::Value {
+    serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "RemovePodsViolatingInterPodAntiAffinityArgs",
+        "description": "Args of descheduler's RemovePodsViolatingInterPodAntiAffinity plugin \
+                        (v0.36), plus the opt-in includePreferredAntiAffinity.",
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "namespaces": {
+                "description": "Restrict the pods considered by namespace: either include or \
+                                exclude, not both. Applies to the pods that can cause a violation \
+                                as well as to the candidates, as in descheduler.",
+                "type": ["object", "null"],
+                "additionalProperties": false,
+                "properties": {
+                    "include": { "type": ["array", "null"], "items": { "type": "string" } },
+                    "exclude": { "type": ["array", "null"], "items": { "type": "string" } }
+                },
+                "not": {
+                    "type": "object",
+                    "properties": {
+                        "include": { "type": "array", "minItems": 1 },
+                        "exclude": { "type": "array", "minItems": 1 }
+                    },
+                    "required": ["include", "exclude"]
+                },
+                "default": null
+            },
+            "labelSelector": {
+                "description": "metav1.LabelSelector. Only matching pods are considered, both as \
+                                candidates and as the pods that can cause a violation (a pod \
+                                outside the selector never makes another pod a violator).",
+                "type": ["object", "null"],
+                "additionalProperties": false,
+                "properties": {
+                    "matchLabels": {
+                        "type": ["object", "null"],
+                        "additionalProperties": { "type": "string" }
+                    },
+                    "matchExpressions": {
+                        "type": ["array", "null"],
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": false,
+                            "required": ["key", "operator"],
+                            "properties": {
+                                "key": { "type": "string" },
+                                "operator": { "enum": ["In", "NotIn", "Exists", "DoesNotExist"] },
+                                "values": { "type": ["array", "null"], "items": { "type": "string" } }
+                            }
+                        }
+                    }
+                },
+                "default": null
+            },
+            "includePreferredAntiAffinity": {
+                "description": "Rebalancer extension, off by default (descheduler ignores \
+                                preferred anti-affinity, #250/#1125). When true, a pod whose \
+                                preferredDuringSchedulingIgnoredDuringExecution anti-affinity \
+                                terms select another considered pod in the same topology domain \
+                                is evicted too — but only if some other node in scope passes \
+                                nodeFit (selector, taints, resources, required anti-affinity) \
+                                and would satisfy every one of its preferred terms; that node is \
+                                then counted as taken by the pod for later decisions of the run, \
+                                so replicas are not all sent to the same spot. Required \
+                                anti-affinity keeps descheduler's semantics exactly.",
+                "type": ["boolean", "null"],
+                "default": false
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<RemovePodsViolatingInterPodAntiAffinityArgs, String> {
+        let args: RemovePodsViolatingInterPodAntiAffinityArgs =
+            serde_json::from_str(json).map_err(|e| e.to_string())?;
+        let errors = validate(&args);
+        if errors.is_empty() {
+            Ok(args)
+        } else {
+            Err(errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "))
+        }
+    }
+
+    #[test]
+    fn table() {
+        // (name, args, expected error substring; None: valid)
+        let cases: &[(&str, &str, Option<&str>)] = &[
+            ("empty", "{}", None),
+            ("nulls", r#"{"namespaces":null,"labelSelector":null}"#, None),
+            (
+                "include",
+                r#"{"namespaces":{"include":["a"],"exclude":[]}}"#,
+                None,
+            ),
+            (
+                "selector",
+                r#"{"labelSelector":{"matchLabels":{"tier":"frontend"},
+                    "matchExpressions":[{"key":"app","operator":"In","values":["a","b"]}]}}"#,
+                None,
+            ),
+            (
+                "preferred on",
+                r#"{"includePreferredAntiAffinity":true}"#,
+                None,
+            ),
+            (
+                "both namespaces",
+                r#"{"namespaces":{"include":["a"],"exclude":["b"]}}"#,
+                Some("namespaces: only one of Include/Exclude namespaces can be set"),
+            ),
+            (
+                "bad operator",
+                r#"{"labelSelector":{"matchExpressions":[{"key":"app","operator":"Equals","values":["a"]}]}}"#,
+                Some(
+                    "labelSelector.matchExpressions[0].operator: failed to get label selectors \
+                     from strategy's params: unsupported value \"Equals\"",
+                ),
+            ),
+            (
+                "In without values",
+                r#"{"labelSelector":{"matchExpressions":[{"key":"app","operator":"In"}]}}"#,
+                Some("labelSelector.matchExpressions[0].values: failed to get label selectors"),
+            ),
+            (
+                "bad label value",
+                r#"{"labelSelector":{"matchLabels":{"app":"not ok"}}}"#,
+                Some("invalid label value \"not ok\""),
+            ),
+            (
+                "unknown field",
+                r#"{"labelSelectors":{}}"#,
+                Some("unknown field `labelSelectors`"),
+            ),
+            (
+                "unknown selector field",
+                r#"{"labelSelector":{"matchLabel":{"a":"b"}}}"#,
+                Some("unknown field `matchLabel`"),
+            ),
+        ];
+        for (name, json, want) in cases {
+            match (parse(json), want) {
+                (Ok(_), None) => {}
+                (Err(e), Some(want)) => {
+                    assert!(e.contains(want), "{name}: error {e:?} lacks {want:?}")
+                }
+                (got, want) => panic!("{name}: got {got:?}, want error {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn preferred_option_is_left_out_while_off() {
+        let off = serde_json::to_value(RemovePodsViolatingInterPodAntiAffinityArgs::default())
+            .expect("serializes");
+        assert_eq!(
+            off,
+            serde_json::json!({ "namespaces": null, "labelSelector": null })
+        );
+        let on = parse(r#"{"includePreferredAntiAffinity":true}"#).expect("valid");
+        assert!(on.include_preferred_anti_affinity);
+        assert_eq!(
+            serde_json::to_value(&on).expect("serializes")["includePreferredAntiAffinity"],
+            true
+        );
+    }
+}
