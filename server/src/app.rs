@@ -47,11 +47,29 @@ pub struct AppState {
     /// Serialises changes to policies and profiles, so a profile is never stored against a
     /// policy that is being deleted.
     pub catalog_lock: Arc<Mutex<()>>,
+    /// Held (shared) by every [`AppState::detached`] task; shutdown takes it exclusively before
+    /// closing the database, so no committed change is cut off half-way.
+    in_flight: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl AppState {
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+    }
+
+    /// Run `work` to completion even when the caller goes away: a client disconnecting in the
+    /// middle of a write must not leave the database and the in-memory state out of step (or a
+    /// run stuck `running`). Shutdown waits for these tasks.
+    pub async fn detached<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        let guard = self.in_flight.clone().read_owned().await;
+        tokio::spawn(async move {
+            let _guard = guard;
+            work.await
+        })
+        .await
     }
 }
 
@@ -121,12 +139,8 @@ pub struct IngestOutcome {
     pub total_ms: f64,
 }
 
-/// Cluster names appear in URLs: DNS-label-like, 1–63 characters.
-pub fn check_cluster_name(name: &str) -> Result<(), &'static str> {
-    check_name(name)
-}
-
-/// Names of clusters and profiles: 1–63 of `a-z 0-9 - . _`, starting and ending alphanumeric.
+/// Names of clusters and profiles (they appear in URLs): 1–63 of `a-z 0-9 - . _`, starting and
+/// ending with a letter or digit.
 pub fn check_name(name: &str) -> Result<(), &'static str> {
     if name.is_empty() || name.len() > 63 {
         return Err("must be 1 to 63 characters long");
@@ -158,7 +172,7 @@ impl AppState {
         body: Vec<u8>,
         format: cluster::Format,
     ) -> Result<IngestOutcome, IngestFailure> {
-        check_cluster_name(name).map_err(|reason| IngestFailure::InvalidName {
+        check_name(name).map_err(|reason| IngestFailure::InvalidName {
             name: name.to_string(),
             reason,
         })?;
@@ -291,6 +305,7 @@ pub async fn spawn(settings: Settings) -> anyhow::Result<Server> {
         evaluations: Arc::new(Semaphore::new(settings.max_concurrent_evaluations.max(1))),
         ingest_lock: Arc::new(Mutex::new(())),
         catalog_lock: Arc::new(Mutex::new(())),
+        in_flight: Arc::new(tokio::sync::RwLock::new(())),
         settings: settings.clone(),
     };
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -395,6 +410,8 @@ async fn supervise(
         }
     }
     state.ready.store(false, Ordering::Release);
+    // Let detached writes finish before the database closes.
+    drop(state.in_flight.write().await);
     state.store.close().await;
     tracing::info!("stopped");
     match failure {

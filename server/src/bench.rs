@@ -13,7 +13,7 @@
 //! Bodies are streamed from disk by a minimal HTTP/1.1 client, so the 420 MB reference cluster
 //! is never held by the client side of this process and the peak RSS is the server's.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -98,8 +98,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     settings.snapshot_body_limit = settings
         .snapshot_body_limit
         .max(usize::try_from(source.body.end - source.body.start)? + 1);
-    let mut server = runtime.block_on(app::spawn(settings))?;
     let startup = Instant::now();
+    let mut server = runtime.block_on(app::spawn(settings))?;
     runtime.block_on(server.wait_ready())?;
     let startup_ms = ms(startup);
     let addr = server.addr;
@@ -235,6 +235,9 @@ pub struct BenchReport {
     pub run_round_trip: Stats,
     pub proposals: usize,
     pub native_run_total: Option<Stats>,
+    /// Peak RSS of the whole process right after the ingest (`VmHWM`).
+    pub peak_rss_after_ingest_bytes: Option<u64>,
+    /// Peak RSS of the whole process at the end (`VmHWM`).
     pub peak_rss_bytes: Option<u64>,
 }
 
@@ -254,6 +257,8 @@ pub struct IngestReport {
     pub pods: i64,
     pub objects: i64,
     pub warnings: usize,
+    /// Size of the snapshot archive every policy evaluation receives.
+    pub archive_bytes: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -336,6 +341,7 @@ fn measure(
         Body::File(&source.path, source.body.clone()),
     )?;
     let request_ms = ms(started);
+    let peak_rss_after_ingest_bytes = peak_rss_bytes();
     let ingested = response.ok_json("pushing the snapshot")?;
     let timing = |key: &str| ingested["timings"][key].as_f64().unwrap_or(f64::NAN);
     let ingest = IngestReport {
@@ -350,6 +356,10 @@ fn measure(
         pods: ingested["pods"].as_i64().unwrap_or(0),
         objects: ingested["objects"].as_i64().unwrap_or(0),
         warnings: ingested["warnings"].as_array().map_or(0, Vec::len),
+        archive_bytes: state
+            .clusters
+            .get(BENCH_NAME)
+            .map_or(0, |s| s.archive_bytes().len() as u64),
     };
 
     // Profile: the chosen document, restricted to registered policies.
@@ -413,7 +423,8 @@ fn measure(
     // Runs through the API.
     let run_body = serde_json::to_vec(&json!({"cluster": BENCH_NAME, "profile": BENCH_NAME}))?;
     let mut runs = Vec::new();
-    let mut wasm: BTreeMap<(String, String, String), Vec<Value>> = BTreeMap::new();
+    // Outcomes per (plugin set, plugin, extension point), in the order the run evaluated them.
+    let mut wasm: Vec<((String, String, String), Vec<Value>)> = Vec::new();
     let mut proposals = 0;
     for i in 0..args.runs {
         let started = Instant::now();
@@ -443,7 +454,10 @@ fn measure(
                     .unwrap_or_default()
                     .to_string(),
             );
-            wasm.entry(key).or_default().push(outcome.clone());
+            match wasm.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, outcomes)) => outcomes.push(outcome.clone()),
+                None => wasm.push((key, vec![outcome.clone()])),
+            }
         }
         runs.push(RunSample {
             id: run["id"].as_i64().unwrap_or(0),
@@ -454,7 +468,7 @@ fn measure(
     }
 
     // The same cycle with the built-ins linked natively, on the server's own snapshot.
-    let mut native: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
+    let mut native: HashMap<(String, String, String), Vec<f64>> = HashMap::new();
     let mut native_totals = Vec::new();
     if !args.no_native {
         let snapshot = state
@@ -532,6 +546,7 @@ fn measure(
         policies,
         proposals,
         native_run_total: (!native_totals.is_empty()).then(|| Stats::of(&native_totals)),
+        peak_rss_after_ingest_bytes,
         peak_rss_bytes: peak_rss_bytes(),
     })
 }
@@ -622,6 +637,7 @@ fn fmt_ms(v: f64) -> String {
 }
 
 fn print_report(out: &mut impl Write, r: &BenchReport) -> io::Result<()> {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
     writeln!(out, "rebalancer bench ({} build)", r.build)?;
     if r.build == "debug" {
         writeln!(
@@ -676,36 +692,43 @@ fn print_report(out: &mut impl Write, r: &BenchReport) -> io::Result<()> {
         fmt_ms(i.persist_ms),
         fmt_ms(i.total_ms)
     )?;
+    writeln!(
+        out,
+        "         snapshot archive handed to each policy: {:.1} MiB",
+        mib(i.archive_bytes)
+    )?;
     writeln!(out)?;
     writeln!(
         out,
-        "{:<44} {:>10} {:>10} {:>10} {:>7} {:>9} {:>8}",
+        "{:<44} {:>10} {:>10} {:>11} {:>11} {:>9} {:>8}",
         "policy (plugin set/extension point)",
-        "wasm",
-        "native",
-        "",
-        "ratio",
+        "wasm p50",
+        "wasm max",
+        "native p50",
+        "wasm/native",
         "proposals",
         "refused"
-    )?;
-    writeln!(
-        out,
-        "{:<44} {:>10} {:>10} {:>10}",
-        "", "median", "median", "wasm max"
     )?;
     for p in &r.policies {
         let name = format!("{} ({}/{})", p.plugin, p.plugin_set, p.extension_point);
         writeln!(
             out,
-            "{:<44} {:>10} {:>10} {:>10} {:>7} {:>9} {:>8}",
+            "{:<44} {:>10} {:>10} {:>11} {:>11} {:>9} {:>8}",
             name,
             fmt_ms(p.wasm.median),
-            p.native.map_or("–".into(), |n| fmt_ms(n.median)),
             fmt_ms(p.wasm.max),
+            p.native.map_or("–".into(), |n| fmt_ms(n.median)),
             p.ratio.map_or("–".into(), |x| format!("{x:.2}×")),
             p.proposals,
             p.refusals
         )?;
+        if p.peak_memory_bytes > 0 {
+            writeln!(
+                out,
+                "    guest linear memory peak {:.0} MiB",
+                mib(p.peak_memory_bytes)
+            )?;
+        }
         if let Some(error) = &p.error {
             writeln!(out, "    failed: {error}")?;
         }
@@ -723,13 +746,14 @@ fn print_report(out: &mut impl Write, r: &BenchReport) -> io::Result<()> {
         writeln!(out, "         native cycle median {}", fmt_ms(n.median))?;
     }
     writeln!(out, "         proposals per run: {}", r.proposals)?;
-    match r.peak_rss_bytes {
-        Some(b) => writeln!(
+    match (r.peak_rss_after_ingest_bytes, r.peak_rss_bytes) {
+        (Some(ingest), Some(end)) => writeln!(
             out,
-            "peak RSS (VmHWM, whole process): {:.0} MiB",
-            b as f64 / (1 << 20) as f64
+            "peak RSS (VmHWM, whole process): {:.0} MiB (after the ingest: {:.0} MiB)",
+            mib(end),
+            mib(ingest)
         )?,
-        None => writeln!(out, "peak RSS: not available on this platform")?,
+        _ => writeln!(out, "peak RSS: not available on this platform")?,
     }
     Ok(())
 }
@@ -1203,6 +1227,7 @@ mod tests {
                 pods: 3,
                 objects: 5,
                 warnings: 0,
+                archive_bytes: 3 << 20,
             },
             profile: ProfileReport {
                 source: "the default profile".into(),
@@ -1226,6 +1251,7 @@ mod tests {
             run_round_trip: stats,
             proposals: 3,
             native_run_total: Some(stats),
+            peak_rss_after_ingest_bytes: Some(1 << 29),
             peak_rss_bytes: Some(1 << 30),
         };
         let mut out = Vec::new();
@@ -1236,6 +1262,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("1.00×"), "{text}");
-        assert!(text.contains("1024 MiB"), "{text}");
+        assert!(
+            text.contains("archive handed to each policy: 3.0 MiB"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1024 MiB (after the ingest: 512 MiB)"),
+            "{text}"
+        );
     }
 }

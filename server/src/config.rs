@@ -191,6 +191,20 @@ impl TryFrom<ServeArgs> for Settings {
             max_proposals: args.policy_max_proposals,
             max_log_bytes: size("policy-max-log", args.policy_max_log, 0)?,
         };
+        if let Some((name, wasm)) = crate::engine::builtin_modules()
+            .iter()
+            .max_by_key(|(_, wasm)| wasm.len())
+            .filter(|(_, wasm)| wasm.len() > sandbox.max_module_bytes)
+        {
+            return Err(ConfigError {
+                flag: "policy-max-module-size",
+                message: format!(
+                    "{} is smaller than the built-in policy module {name} ({} bytes)",
+                    args.policy_max_module_size,
+                    wasm.len()
+                ),
+            });
+        }
         let body_limit = size("body-limit", args.body_limit, 1 << 10)?;
         if sandbox.max_module_bytes > body_limit {
             return Err(ConfigError {
@@ -259,7 +273,7 @@ impl FromStr for ByteSize {
 impl std::fmt::Display for ByteSize {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for (unit, factor) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-            if self.0 >= factor && self.0 % factor == 0 {
+            if self.0 >= factor && self.0.is_multiple_of(factor) {
                 return write!(f, "{}{unit}", self.0 / factor);
             }
         }
@@ -344,6 +358,11 @@ mod tests {
         let err = parse(&["rebalancer", "--policy-timeout-ms", "0"]).unwrap_err();
         assert!(
             err.contains("--policy-timeout-ms: must be greater than 0"),
+            "{err}"
+        );
+        let err = parse(&["rebalancer", "--policy-max-module-size", "1KiB"]).unwrap_err();
+        assert!(
+            err.contains("smaller than the built-in policy module"),
             "{err}"
         );
         let err = parse(&["rebalancer", "--policy-memory", "12"]).unwrap_err();

@@ -12,6 +12,7 @@
 //! (`shop/checkout`) has four of its six replicas piled on one node. The default profile
 //! (RemoveDuplicates + LowNodeUtilization 20/50) therefore proposes pod moves on the first run.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -422,303 +423,59 @@ const DAEMONSETS: [DaemonSet; 2] = [
 
 use Kind::{Bare, CompletedJob, Deployment, Job, StatefulSet};
 
+#[rustfmt::skip]
 const CATALOG: &[Entry] = &[
-    entry(
-        "kube-system",
-        "coredns",
-        Deployment,
-        2,
-        100,
-        70,
-        "registry.k8s.io/coredns/coredns:v1.11.3",
-    )
-    .port(Some(53))
-    .priority("system-cluster-critical")
-    .budget(Budget::MaxUnavailable(1)),
-    entry(
-        "kube-system",
-        "metrics-server",
-        Deployment,
-        1,
-        100,
-        200,
-        "registry.k8s.io/metrics-server/metrics-server:v0.7.2",
-    )
-    .port(Some(10250))
-    .priority("system-cluster-critical"),
-    entry(
-        "monitoring",
-        "prometheus",
-        StatefulSet,
-        2,
-        1000,
-        4096,
-        "quay.io/prometheus/prometheus:v3.4.1",
-    )
-    .port(Some(9090))
-    .volume(Volume::Pvc)
-    .budget(Budget::MinAvailable(1)),
-    entry(
-        "monitoring",
-        "alertmanager",
-        StatefulSet,
-        2,
-        100,
-        256,
-        "quay.io/prometheus/alertmanager:v0.28.1",
-    )
-    .port(Some(9093))
-    .volume(Volume::Pvc),
-    entry(
-        "monitoring",
-        "grafana",
-        Deployment,
-        1,
-        250,
-        512,
-        "docker.io/grafana/grafana:12.0.2",
-    )
-    .port(Some(3000))
-    .volume(Volume::EmptyDir),
-    entry(
-        "shop",
-        "frontend",
-        Deployment,
-        12,
-        250,
-        256,
-        "registry.example.com/shop/frontend:2.14.1",
-    )
-    .priority("business-critical")
-    .budget(Budget::MaxUnavailable(2)),
+    entry("kube-system", "coredns", Deployment, 2, 100, 70, "registry.k8s.io/coredns/coredns:v1.11.3")
+        .port(Some(53)).priority("system-cluster-critical").budget(Budget::MaxUnavailable(1)),
+    entry("kube-system", "metrics-server", Deployment, 1, 100, 200, "registry.k8s.io/metrics-server/metrics-server:v0.7.2")
+        .port(Some(10250)).priority("system-cluster-critical"),
+    entry("monitoring", "prometheus", StatefulSet, 2, 1000, 4096, "quay.io/prometheus/prometheus:v3.4.1")
+        .port(Some(9090)).volume(Volume::Pvc).budget(Budget::MinAvailable(1)),
+    entry("monitoring", "alertmanager", StatefulSet, 2, 100, 256, "quay.io/prometheus/alertmanager:v0.28.1")
+        .port(Some(9093)).volume(Volume::Pvc),
+    entry("monitoring", "grafana", Deployment, 1, 250, 512, "docker.io/grafana/grafana:12.0.2")
+        .port(Some(3000)).volume(Volume::EmptyDir),
+    entry("shop", "frontend", Deployment, 12, 250, 256, "registry.example.com/shop/frontend:2.14.1")
+        .priority("business-critical").budget(Budget::MaxUnavailable(2)),
     // Four of six replicas piled on one node: what RemoveDuplicates is for.
-    entry(
-        "shop",
-        "checkout",
-        Deployment,
-        6,
-        500,
-        512,
-        "registry.example.com/shop/checkout:3.2.0",
-    )
-    .priority("business-critical")
-    .budget(Budget::MinAvailable(4))
-    .stack(4),
-    entry(
-        "shop",
-        "cart",
-        Deployment,
-        8,
-        200,
-        256,
-        "registry.example.com/shop/cart:1.9.4",
-    ),
-    entry(
-        "shop",
-        "catalog",
-        Deployment,
-        10,
-        250,
-        384,
-        "registry.example.com/shop/catalog:4.0.2",
-    ),
-    entry(
-        "shop",
-        "search",
-        Deployment,
-        6,
-        500,
-        1024,
-        "registry.example.com/shop/search:2.3.7",
-    )
-    .volume(Volume::EmptyDir),
-    entry(
-        "shop",
-        "recommendations",
-        Deployment,
-        5,
-        750,
-        1024,
-        "registry.example.com/shop/recommendations:0.18.0",
-    ),
-    entry(
-        "shop",
-        "redis",
-        StatefulSet,
-        3,
-        250,
-        1024,
-        "docker.io/library/redis:7.4.2",
-    )
-    .port(Some(6379))
-    .volume(Volume::Pvc)
-    .budget(Budget::MaxUnavailable(1)),
-    entry(
-        "payments",
-        "api",
-        Deployment,
-        8,
-        500,
-        512,
-        "registry.example.com/payments/api:5.1.3",
-    )
-    .limits(Limits::Equal)
-    .priority("business-critical")
-    .budget(Budget::MinAvailableAll),
-    entry(
-        "payments",
-        "worker",
-        Deployment,
-        6,
-        1000,
-        1024,
-        "registry.example.com/payments/worker:5.1.3",
-    )
-    .port(None)
-    .priority("standard"),
-    entry(
-        "payments",
-        "ledger-postgres",
-        StatefulSet,
-        3,
-        1000,
-        2048,
-        "docker.io/library/postgres:16.9",
-    )
-    .port(Some(5432))
-    .limits(Limits::Equal)
-    .volume(Volume::Pvc)
-    .budget(Budget::MaxUnavailable(1)),
-    entry(
-        "payments",
-        "fraud-detector",
-        Deployment,
-        4,
-        750,
-        1536,
-        "registry.example.com/payments/fraud-detector:1.4.0",
-    )
-    .priority("standard"),
-    entry(
-        "analytics",
-        "ingest",
-        Deployment,
-        6,
-        500,
-        1024,
-        "registry.example.com/analytics/ingest:0.31.2",
-    )
-    .volume(Volume::EmptyDir),
-    entry(
-        "analytics",
-        "nightly-report",
-        CompletedJob,
-        3,
-        500,
-        1024,
-        "registry.example.com/analytics/report:3.1.0",
-    )
-    .port(None)
-    .limits(Limits::None)
-    .priority("batch-low")
-    .pool(Pool::Batch),
-    entry(
-        "analytics",
-        "spark-etl",
-        Job,
-        4,
-        500,
-        2048,
-        "docker.io/apache/spark:3.5.5",
-    )
-    .port(None)
-    .priority("batch-low")
-    .pool(Pool::Batch)
-    .volume(Volume::EmptyDir),
-    entry(
-        "analytics",
-        "ml-inference",
-        Deployment,
-        1,
-        2000,
-        8192,
-        "registry.example.com/analytics/ml-inference:0.9.1",
-    )
-    .limits(Limits::Equal)
-    .pool(Pool::Gpu),
-    entry(
-        "platform",
-        "ingress-nginx-controller",
-        Deployment,
-        3,
-        500,
-        512,
-        "registry.k8s.io/ingress-nginx/controller:v1.12.3",
-    )
-    .port(Some(443))
-    .priority("business-critical")
-    .budget(Budget::MaxUnavailable(1)),
-    entry(
-        "platform",
-        "cert-manager",
-        Deployment,
-        1,
-        50,
-        128,
-        "quay.io/jetstack/cert-manager-controller:v1.17.2",
-    )
-    .port(Some(9402)),
-    entry(
-        "platform",
-        "external-dns",
-        Deployment,
-        1,
-        50,
-        128,
-        "registry.k8s.io/external-dns/external-dns:v0.17.0",
-    )
-    .port(Some(7979)),
-    entry(
-        "platform",
-        "argocd-server",
-        Deployment,
-        2,
-        100,
-        256,
-        "quay.io/argoproj/argocd:v3.0.6",
-    ),
-    entry(
-        "platform",
-        "argocd-repo-server",
-        Deployment,
-        2,
-        250,
-        512,
-        "quay.io/argoproj/argocd:v3.0.6",
-    )
-    .volume(Volume::EmptyDir),
-    entry(
-        "platform",
-        "debug-shell",
-        Bare,
-        1,
-        0,
-        0,
-        "docker.io/nicolaka/netshoot:v0.13",
-    )
-    .port(None)
-    .limits(Limits::None),
-    entry(
-        "payments",
-        "pgbench-manual",
-        Bare,
-        1,
-        250,
-        256,
-        "docker.io/library/postgres:16.9",
-    )
-    .port(None)
-    .limits(Limits::None),
+    entry("shop", "checkout", Deployment, 6, 500, 512, "registry.example.com/shop/checkout:3.2.0")
+        .priority("business-critical").budget(Budget::MinAvailable(4)).stack(4),
+    entry("shop", "cart", Deployment, 8, 200, 256, "registry.example.com/shop/cart:1.9.4"),
+    entry("shop", "catalog", Deployment, 10, 250, 384, "registry.example.com/shop/catalog:4.0.2"),
+    entry("shop", "search", Deployment, 6, 500, 1024, "registry.example.com/shop/search:2.3.7")
+        .volume(Volume::EmptyDir),
+    entry("shop", "recommendations", Deployment, 5, 750, 1024, "registry.example.com/shop/recommendations:0.18.0"),
+    entry("shop", "redis", StatefulSet, 3, 250, 1024, "docker.io/library/redis:7.4.2")
+        .port(Some(6379)).volume(Volume::Pvc).budget(Budget::MaxUnavailable(1)),
+    entry("payments", "api", Deployment, 8, 500, 512, "registry.example.com/payments/api:5.1.3")
+        .limits(Limits::Equal).priority("business-critical").budget(Budget::MinAvailableAll),
+    entry("payments", "worker", Deployment, 6, 1000, 1024, "registry.example.com/payments/worker:5.1.3")
+        .port(None).priority("standard"),
+    entry("payments", "ledger-postgres", StatefulSet, 3, 1000, 2048, "docker.io/library/postgres:16.9")
+        .port(Some(5432)).limits(Limits::Equal).volume(Volume::Pvc).budget(Budget::MaxUnavailable(1)),
+    entry("payments", "fraud-detector", Deployment, 4, 750, 1536, "registry.example.com/payments/fraud-detector:1.4.0")
+        .priority("standard"),
+    entry("analytics", "ingest", Deployment, 6, 500, 1024, "registry.example.com/analytics/ingest:0.31.2")
+        .volume(Volume::EmptyDir),
+    entry("analytics", "nightly-report", CompletedJob, 3, 500, 1024, "registry.example.com/analytics/report:3.1.0")
+        .port(None).limits(Limits::None).priority("batch-low").pool(Pool::Batch),
+    entry("analytics", "spark-etl", Job, 4, 500, 2048, "docker.io/apache/spark:3.5.5")
+        .port(None).priority("batch-low").pool(Pool::Batch).volume(Volume::EmptyDir),
+    entry("analytics", "ml-inference", Deployment, 1, 2000, 8192, "registry.example.com/analytics/ml-inference:0.9.1")
+        .limits(Limits::Equal).pool(Pool::Gpu),
+    entry("platform", "ingress-nginx-controller", Deployment, 3, 500, 512, "registry.k8s.io/ingress-nginx/controller:v1.12.3")
+        .port(Some(443)).priority("business-critical").budget(Budget::MaxUnavailable(1)),
+    entry("platform", "cert-manager", Deployment, 1, 50, 128, "quay.io/jetstack/cert-manager-controller:v1.17.2")
+        .port(Some(9402)),
+    entry("platform", "external-dns", Deployment, 1, 50, 128, "registry.k8s.io/external-dns/external-dns:v0.17.0")
+        .port(Some(7979)),
+    entry("platform", "argocd-server", Deployment, 2, 100, 256, "quay.io/argoproj/argocd:v3.0.6"),
+    entry("platform", "argocd-repo-server", Deployment, 2, 250, 512, "quay.io/argoproj/argocd:v3.0.6")
+        .volume(Volume::EmptyDir),
+    entry("platform", "debug-shell", Bare, 1, 0, 0, "docker.io/nicolaka/netshoot:v0.13")
+        .port(None).limits(Limits::None),
+    entry("payments", "pgbench-manual", Bare, 1, 250, 256, "docker.io/library/postgres:16.9")
+        .port(None).limits(Limits::None),
 ];
 
 /// Names of the generated ("filler") Deployments; suffixed with a number once they run out.
@@ -949,14 +706,19 @@ impl Plan {
             pods: Vec::new(),
             namespaces,
         };
-        plan.plan_workloads(spec.pods - spec.nodes * DAEMONSETS.len(), team_namespaces);
+        let large = spec.nodes >= 100;
+        plan.plan_workloads(
+            spec.pods - spec.nodes * DAEMONSETS.len(),
+            team_namespaces,
+            large,
+        );
         plan.set_targets();
         plan.place_all();
         plan
     }
 
     /// The demo catalog (cut short when the budget is small), then generated Deployments.
-    fn plan_workloads(&mut self, mut budget: usize, team_namespaces: usize) {
+    fn plan_workloads(&mut self, mut budget: usize, team_namespaces: usize, large: bool) {
         for e in CATALOG {
             if budget == 0 {
                 break;
@@ -1020,8 +782,9 @@ impl Plan {
             };
             let budget_spec =
                 (replicas >= 3 && rng.chance(0.3)).then_some(Budget::MaxUnavailable(1));
-            // In large clusters a share of Deployments ends up stacked, like `checkout` in the demo.
-            let stack = if replicas >= 4 && rng.chance(0.08) {
+            // In large clusters a share of Deployments ends up stacked, like `checkout` in the
+            // demo (which keeps that story to one Deployment).
+            let stack = if large && replicas >= 4 && rng.chance(0.08) {
                 (replicas / 2).min(4)
             } else {
                 0
@@ -1164,21 +927,28 @@ impl Plan {
                 Pool::Gpu if !gpu.is_empty() => &gpu,
                 _ => &general,
             };
-            let mut placed: Vec<usize> = Vec::with_capacity(replicas);
+            let mut first: Option<usize> = None;
+            let mut per_node: HashMap<usize, usize> = HashMap::new();
             for ordinal in 0..replicas {
+                let spread = Spread {
+                    enabled: spread,
+                    per_node: &per_node,
+                    placed: ordinal,
+                };
                 let node = if stack > 1 && ordinal < stack {
-                    match placed.first() {
-                        Some(&first) if self.nodes[first].fits_hard(cpu, mem) => first,
-                        Some(_) => self.pick(candidates, cpu, mem, &placed, spread),
-                        None => self.pick(&hot, cpu, mem, &placed, spread),
+                    match first {
+                        Some(first) if self.nodes[first].fits_hard(cpu, mem) => first,
+                        Some(_) => self.pick(candidates, cpu, mem, &spread),
+                        None => self.pick(&hot, cpu, mem, &spread),
                     }
                 } else {
-                    self.pick(candidates, cpu, mem, &placed, spread)
+                    self.pick(candidates, cpu, mem, &spread)
                 };
                 if !terminal {
                     self.nodes[node].place(cpu, mem);
                 }
-                placed.push(node);
+                first.get_or_insert(node);
+                *per_node.entry(node).or_default() += 1;
                 self.pods.push(PodPlan {
                     workload: w,
                     ordinal,
@@ -1188,44 +958,57 @@ impl Plan {
         }
     }
 
-    /// A node for one pod: random nodes within their target first (replicas spread over
-    /// distinct nodes while possible), else the least loaded non-cold node.
-    fn pick(
-        &mut self,
-        candidates: &[usize],
-        cpu: i64,
-        mem: i64,
-        placed: &[usize],
-        spread: bool,
-    ) -> usize {
-        let candidates = if candidates.is_empty() {
+    /// A node for one pod: random nodes within their target first, else the least loaded
+    /// non-cold node. Replicas spread the way the scheduler spreads them: a node gets a workload's
+    /// (k+1)-th replica only once there are k replicas per candidate node on average.
+    fn pick(&mut self, candidates: &[usize], cpu: i64, mem: i64, spread: &Spread<'_>) -> usize {
+        if candidates.is_empty() {
             // Only possible for stacked workloads when no node is hot (tiny clusters).
             return self.rng.below(self.nodes.len());
-        } else {
-            candidates
-        };
+        }
+        let level = spread.placed / candidates.len() + 1;
+        let crowded = |n: usize| spread.enabled && spread.count(n) >= level;
         for attempt in 0..32 {
             let n = candidates[self.rng.below(candidates.len())];
-            if spread && attempt < 20 && placed.contains(&n) {
+            if attempt < 24 && crowded(n) {
                 continue;
             }
             if self.nodes[n].fits_budget(cpu, mem) {
                 return n;
             }
         }
-        let load = |n: &NodePlan| n.used_cpu_m as f64 / n.alloc_cpu_m as f64;
+        let nodes = &self.nodes;
+        let key = |n: usize| {
+            (
+                crowded(n),
+                nodes[n].used_cpu_m as f64 / nodes[n].alloc_cpu_m as f64,
+            )
+        };
+        let by_key = |a: &usize, b: &usize| {
+            let (ka, kb) = (key(*a), key(*b));
+            ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
+        };
         candidates
             .iter()
             .copied()
-            .filter(|&i| self.nodes[i].heat != Heat::Cold && self.nodes[i].fits_hard(cpu, mem))
-            .min_by(|&a, &b| load(&self.nodes[a]).total_cmp(&load(&self.nodes[b])))
-            .unwrap_or_else(|| {
-                candidates
-                    .iter()
-                    .copied()
-                    .min_by(|&a, &b| load(&self.nodes[a]).total_cmp(&load(&self.nodes[b])))
-                    .unwrap_or(candidates[0])
-            })
+            .filter(|&i| nodes[i].heat != Heat::Cold && nodes[i].fits_hard(cpu, mem))
+            .min_by(by_key)
+            .or_else(|| candidates.iter().copied().min_by(by_key))
+            .unwrap_or(candidates[0])
+    }
+}
+
+/// Where a workload's replicas went so far.
+struct Spread<'a> {
+    enabled: bool,
+    per_node: &'a HashMap<usize, usize>,
+    /// Replicas placed so far.
+    placed: usize,
+}
+
+impl Spread<'_> {
+    fn count(&self, node: usize) -> usize {
+        self.per_node.get(&node).copied().unwrap_or(0)
     }
 }
 
@@ -1357,6 +1140,8 @@ struct Owner {
 impl Plan {
     fn write<W: Write>(mut self, w: &mut ListWriter<'_, W>) -> Result<Summary, SimulationError> {
         let mut summary = Summary::default();
+        // Names handed out so far, per namespace: `generateName` retries on a clash, so do we.
+        let mut taken: HashSet<(String, String)> = HashSet::new();
         let mut resource_version: u64 = 1_048_576;
         let mut rv = || {
             resource_version += 1 + (resource_version % 7);
@@ -1383,7 +1168,7 @@ impl Plan {
                 created: NODES_CREATED,
             };
             for (i, n) in self.nodes.iter().enumerate() {
-                let name = format!("{}-{}", ds.name, self.rng.suffix(5));
+                let name = generated_name(&mut self.rng, &mut taken, ds.namespace, ds.name);
                 let pod = PodSpec {
                     namespace: ds.namespace,
                     name: &name,
@@ -1429,7 +1214,8 @@ impl Plan {
             let node = &self.nodes[p.node];
             let (name, owner_ref, created) = match wl.kind {
                 Kind::Deployment => {
-                    let name = format!("{}-{}", owner.name, self.rng.suffix(5));
+                    let name =
+                        generated_name(&mut self.rng, &mut taken, &wl.namespace, &owner.name);
                     (name, Some((owner, 0)), owner.created + p.ordinal as i64 * 3)
                 }
                 Kind::StatefulSet => (
@@ -1438,13 +1224,15 @@ impl Plan {
                     owner.created + p.ordinal as i64 * 45,
                 ),
                 Kind::Job => {
-                    let name = format!("{}-{}", owner.name, self.rng.suffix(5));
+                    let name =
+                        generated_name(&mut self.rng, &mut taken, &wl.namespace, &owner.name);
                     (name, Some((owner, 0)), owner.created)
                 }
                 Kind::CompletedJob => {
                     // One Job per CronJob run, a day apart: name-<scheduled minute>.
                     let created = owner.created - p.ordinal as i64 * 86_400;
-                    let name = format!("{}-{}-{}", wl.name, created / 60, self.rng.suffix(5));
+                    let job = format!("{}-{}", wl.name, created / 60);
+                    let name = generated_name(&mut self.rng, &mut taken, &wl.namespace, &job);
                     (name, Some((owner, p.ordinal)), created)
                 }
                 Kind::Bare => (wl.name.clone(), Some((owner, 0)), owner.created),
@@ -1521,6 +1309,21 @@ impl Plan {
             summary.priority_classes += 1;
         }
         Ok(summary)
+    }
+}
+
+/// `<prefix>-<5 random characters>`, unique in its namespace (as `metadata.generateName` does).
+fn generated_name(
+    rng: &mut Rng,
+    taken: &mut HashSet<(String, String)>,
+    namespace: &str,
+    prefix: &str,
+) -> String {
+    loop {
+        let name = format!("{prefix}-{}", rng.suffix(5));
+        if taken.insert((namespace.to_string(), name.clone())) {
+            return name;
+        }
     }
 }
 
@@ -1985,12 +1788,12 @@ impl PodSpec<'_> {
             "resourceVersion": resource_version,
             "uid": self.uid,
         });
-        if let Some((owner, _)) = self.owner {
-            if !owner.kind.is_empty() {
-                metadata["ownerReferences"] = Value::Array(owner_refs);
-                if owner.kind == "ReplicaSet" || owner.kind == "DaemonSet" || owner.kind == "Job" {
-                    metadata["generateName"] = json!(format!("{}-", owner.name));
-                }
+        if let Some((owner, _)) = self.owner
+            && !owner.kind.is_empty()
+        {
+            metadata["ownerReferences"] = Value::Array(owner_refs);
+            if owner.kind == "ReplicaSet" || owner.kind == "DaemonSet" || owner.kind == "Job" {
+                metadata["generateName"] = json!(format!("{}-", owner.name));
             }
         }
         json!({
@@ -2358,6 +2161,19 @@ mod tests {
                 >= 20
         );
         assert!(util.values().all(|u| u.2 <= POD_SLOTS), "{util:?}");
+        // Names are unique per kind and namespace, uids everywhere (ingest would drop clashes).
+        let mut names = std::collections::HashSet::new();
+        let mut uids = std::collections::HashSet::new();
+        for item in list["items"].as_array().expect("items") {
+            let meta = &item["metadata"];
+            let key = (
+                item["kind"].clone(),
+                meta["namespace"].clone(),
+                meta["name"].clone(),
+            );
+            assert!(names.insert(key), "duplicate name {meta}");
+            assert!(uids.insert(meta["uid"].clone()), "duplicate uid {meta}");
+        }
 
         let too_small = SimulatedCluster {
             nodes: 10,

@@ -290,12 +290,6 @@ fn milli_list<'s>(
         .collect())
 }
 
-impl AsRef<str> for Str<'_> {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
 // ---------------------------------------------------------------------------------- selectors
 
 fn selector_operator(op: &Option<Str<'_>>, field: &str, node: bool) -> Result<SelectorOperator> {

@@ -265,11 +265,26 @@ fn parse_json(bytes: Vec<u8>) -> Result<ObjectSet, IngestError> {
     })?;
     let mut b = SetBuilder::default();
     {
-        let top: Top<'_> = serde_json::from_str(&text).map_err(|e| malformed_json(&e))?;
+        // A UTF-8 byte-order mark (Windows editors write one) is not JSON: skip it.
+        let doc = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let top: Top<'_> = serde_json::from_str(doc).map_err(|e| malformed_json(&e))?;
+        let list_kind = top.is_list_kind();
         match top.items {
-            Some(items) if top.is_list() => add_items(&mut b, &text, &items)?,
+            // A List, or kind-less `{"items": [...]}`.
+            Some(items) if list_kind || !top.has_kind => add_items(&mut b, &text, &items)?,
+            None if list_kind && !top.has_items => {}
+            None if list_kind => {
+                return Err(IngestError::Malformed {
+                    line: 1,
+                    column: 1,
+                    message: format!(
+                        "a {} must hold its objects in an \"items\" array",
+                        top.kind.as_deref().unwrap_or("List")
+                    ),
+                });
+            }
             _ => {
-                let json = text.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
+                let json = doc.trim();
                 let start = json.as_ptr() as usize - text.as_ptr() as usize;
                 b.add_json(0, json, Some(Span::Input(start, start + json.len())))?;
             }
@@ -334,15 +349,27 @@ fn parse_yaml(bytes: &[u8]) -> Result<ObjectSet, IngestError> {
         let items = match value {
             serde_json::Value::Null => continue,
             serde_json::Value::Object(mut map) => {
-                let has_kind = map.contains_key("kind");
-                let is_list = match map.get("kind") {
-                    Some(serde_json::Value::String(k)) => k.ends_with("List"),
-                    None => true,
-                    _ => false,
+                let list_kind = match map.get("kind") {
+                    Some(serde_json::Value::String(k)) if k.ends_with("List") => Some(k.clone()),
+                    _ => None,
                 };
-                match map.get_mut("items") {
-                    Some(serde_json::Value::Array(items)) if is_list => std::mem::take(items),
-                    Some(serde_json::Value::Null) if is_list && has_kind => Vec::new(),
+                let has_kind = map.contains_key("kind");
+                match (map.get_mut("items"), list_kind) {
+                    // A List, or kind-less `items: [...]`.
+                    (Some(serde_json::Value::Array(items)), Some(_)) => std::mem::take(items),
+                    (Some(serde_json::Value::Array(items)), None) if !has_kind => {
+                        std::mem::take(items)
+                    }
+                    (None | Some(serde_json::Value::Null), Some(_)) => Vec::new(),
+                    (Some(_), Some(kind)) => {
+                        return Err(IngestError::Malformed {
+                            line: 1,
+                            column: 1,
+                            message: format!(
+                                "a {kind} must hold its objects in an \"items\" array"
+                            ),
+                        });
+                    }
                     _ => vec![serde_json::Value::Object(map)],
                 }
             }
@@ -424,16 +451,16 @@ fn line_col(bytes: &[u8], at: usize) -> (usize, usize) {
 struct Top<'a> {
     kind: Option<Str<'a>>,
     has_kind: bool,
+    /// `items` is present (whatever its type).
+    has_items: bool,
+    /// The raw items when `items` is an array (or `null`: no items).
     items: Option<Vec<&'a RawValue>>,
 }
 
 impl Top<'_> {
-    /// A `List`/`XList` with items, or kind-less `{"items": [...]}`.
-    fn is_list(&self) -> bool {
-        match &self.kind {
-            Some(k) => k.ends_with("List"),
-            None => !self.has_kind,
-        }
+    /// `kind` is `List` or an `XList`.
+    fn is_list_kind(&self) -> bool {
+        self.kind.as_ref().is_some_and(|k| k.ends_with("List"))
     }
 }
 
@@ -449,6 +476,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Top<'a> {
                 let mut top = Top {
                     kind: None,
                     has_kind: false,
+                    has_items: false,
                     items: None,
                 };
                 while let Some(key) = map.next_key::<Str<'de>>()? {
@@ -457,7 +485,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Top<'a> {
                             top.has_kind = true;
                             top.kind = map.next_value::<Option<KindField<'a>>>()?.and_then(|k| k.0);
                         }
-                        "items" => top.items = map.next_value::<ItemsField<'a>>()?.0,
+                        "items" => {
+                            top.has_items = true;
+                            top.items = map.next_value::<ItemsField<'a>>()?.0;
+                        }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -706,11 +737,11 @@ fn read_head(index: usize, json: &str) -> Result<(Head<'_>, Option<String>), Ing
         };
         IngestError::InvalidObject {
             index,
-            kind: String::new(),
-            namespace: String::new(),
-            name: String::new(),
-            field,
-            message,
+            kind: "".into(),
+            namespace: "".into(),
+            name: "".into(),
+            field: field.into(),
+            message: message.into(),
         }
     })?;
     let meta = head.metadata.as_ref();
@@ -721,17 +752,14 @@ fn read_head(index: usize, json: &str) -> Result<(Head<'_>, Option<String>), Ing
         Some(trim(json).map_err(|e| {
             IngestError::InvalidObject {
                 index,
-                kind: head.kind.as_deref().unwrap_or("").to_owned(),
+                kind: head.kind.as_deref().unwrap_or("").into(),
                 namespace: meta
                     .and_then(|m| m.namespace.as_deref())
                     .unwrap_or("")
-                    .to_owned(),
-                name: meta
-                    .and_then(|m| m.name.as_deref())
-                    .unwrap_or("")
-                    .to_owned(),
-                field: String::new(),
-                message: jsonpath::bare_message(&e),
+                    .into(),
+                name: meta.and_then(|m| m.name.as_deref()).unwrap_or("").into(),
+                field: "".into(),
+                message: jsonpath::bare_message(&e).into(),
             }
         })?)
     } else {
@@ -822,11 +850,11 @@ impl SetBuilder {
     fn add(&mut self, index: usize, id: Identity<'_>, span: Span) -> Result<(), IngestError> {
         let missing = |field: &str| IngestError::InvalidObject {
             index,
-            kind: id.kind.to_owned(),
-            namespace: id.namespace.unwrap_or("").to_owned(),
-            name: String::new(),
-            field: field.to_owned(),
-            message: "required field is missing".to_owned(),
+            kind: id.kind.into(),
+            namespace: id.namespace.unwrap_or("").into(),
+            name: "".into(),
+            field: field.into(),
+            message: "required field is missing".into(),
         };
         if id.kind.is_empty() {
             return Err(missing("kind"));

@@ -99,11 +99,11 @@ fn decode<'s, T: Deserialize<'s>>(json: &'s str) -> Result<T, FieldError> {
 fn invalid(entry: &Entry, e: FieldError) -> IngestError {
     IngestError::InvalidObject {
         index: entry.index,
-        kind: entry.kind.as_str().to_owned(),
-        namespace: entry.namespace.to_string(),
-        name: entry.name.to_string(),
-        field: e.field,
-        message: e.message,
+        kind: entry.kind.as_str().into(),
+        namespace: entry.namespace.clone(),
+        name: entry.name.clone(),
+        field: e.field.into(),
+        message: e.message.into(),
     }
 }
 

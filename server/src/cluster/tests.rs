@@ -46,7 +46,14 @@ fn invalid(err: IngestError) -> (usize, String, String, String, String, String) 
             name,
             field,
             message,
-        } => (index, kind, namespace, name, field, message),
+        } => (
+            index,
+            kind.into(),
+            namespace.into(),
+            name.into(),
+            field.into(),
+            message.into(),
+        ),
         other => panic!("expected InvalidObject, got {other:?}"),
     }
 }
@@ -669,6 +676,30 @@ fn single_objects_and_typed_lists() {
     assert_eq!(empty.cluster().pod_count(), 0);
     let null_items = ingest(r#"{"kind":"List","items":null}"#, Format::Json).unwrap();
     assert!(null_items.counts.is_empty());
+    let no_items = ingest(r#"{"kind":"PodList","apiVersion":"v1"}"#, Format::Json).unwrap();
+    assert!(no_items.counts.is_empty());
+    let (_, _, message) =
+        malformed(parse_list(r#"{"kind":"List","items":{}}"#, Format::Json).unwrap_err());
+    assert_eq!(
+        message,
+        "a List must hold its objects in an \"items\" array"
+    );
+    // An object that merely has an `items` field is a single object.
+    let odd = r#"{"kind":"Widget","apiVersion":"x/v1","metadata":{"name":"w"},"items":{"a":1}}"#;
+    assert_eq!(
+        parse_list(odd, Format::Json)
+            .unwrap()
+            .counts()
+            .get("Widget"),
+        Some(&1)
+    );
+    assert!(
+        ingest("kind: List\napiVersion: v1\n", Format::Yaml)
+            .unwrap()
+            .counts
+            .is_empty()
+    );
+    assert!(parse_list("kind: List\nitems: 3\n", Format::Yaml).is_err());
     let yaml_one = ingest(
         "kind: Namespace\napiVersion: v1\nmetadata:\n  name: solo\n",
         Format::Yaml,

@@ -24,6 +24,12 @@ impl<'a> Str<'a> {
     }
 }
 
+impl AsRef<str> for Str<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
 impl std::ops::Deref for Str<'_> {
     type Target = str;
     fn deref(&self) -> &str {

@@ -214,9 +214,14 @@ pub async fn put_snapshot(
     )
     .await?;
     let receive_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let ingest = {
+        let state = state.clone();
+        async move { state.ingest_snapshot(&name, bytes, format).await }
+    };
     let outcome = state
-        .ingest_snapshot(&name, bytes, format)
+        .detached(ingest)
         .await
+        .map_err(|e| ApiError::internal("snapshot ingest task failed", e))?
         .map_err(ingest_error)?;
     let status = if outcome.created {
         StatusCode::CREATED

@@ -25,7 +25,8 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultMakeSpan, DefaultOnFailure, DefaultOnResponse, TraceLayer};
+use tracing::Level;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
@@ -143,7 +144,15 @@ pub fn router(state: AppState) -> Router {
     router
         .merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, openapi))
         .fallback(error::not_found_fallback)
-        .layer(TraceLayer::new_for_http())
+        .layer(
+            // A span per request (method, URI) around the handler's own logs. Failures are
+            // logged where they are understood (`ApiError::internal`), so the layer's own
+            // failure lines stay at debug: a 503 during start-up is not an error.
+            TraceLayer::new_for_http()
+                .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+                .on_response(DefaultOnResponse::new().level(Level::DEBUG))
+                .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
+        )
         .with_state(state)
 }
 

@@ -104,6 +104,22 @@ pub async fn upload_policy(
     .map_err(|e| ApiError::internal("policy compilation task failed", e))?
     .map_err(engine_error)?;
 
+    let register = {
+        let state = state.clone();
+        async move { register(&state, compiled, &wasm).await }
+    };
+    state
+        .detached(register)
+        .await
+        .map_err(|e| ApiError::internal("policy registration task failed", e))?
+}
+
+/// Store an uploaded policy and register it, under the catalogue lock.
+async fn register(
+    state: &AppState,
+    compiled: std::sync::Arc<crate::engine::CompiledPolicy>,
+    wasm: &[u8],
+) -> Result<(StatusCode, Json<PolicyView>), ApiError> {
     let meta = compiled.meta.clone();
     let _catalog = state.catalog_lock.lock().await;
     if state.registry.get(&meta.name).is_some_and(|p| p.builtin) {
@@ -118,7 +134,7 @@ pub async fn upload_policy(
             version: &meta.version,
             digest: &meta.digest,
             abi_version: &meta.abi_version,
-            wasm: &wasm,
+            wasm,
             metadata: &metadata,
         })
         .await
@@ -133,7 +149,7 @@ pub async fn upload_policy(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(view(&state, record)?)))
+    Ok((status, Json(view(state, record)?)))
 }
 
 fn builtin_clash(name: &str) -> ApiError {
@@ -193,8 +209,19 @@ pub async fn delete_policy(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
+    let delete = {
+        let state = state.clone();
+        async move { delete(&state, &name).await }
+    };
+    state
+        .detached(delete)
+        .await
+        .map_err(|e| ApiError::internal("policy deletion task failed", e))?
+}
+
+async fn delete(state: &AppState, name: &str) -> Result<StatusCode, ApiError> {
     let _catalog = state.catalog_lock.lock().await;
-    if state.registry.get(&name).is_some_and(|p| p.builtin) {
+    if state.registry.get(name).is_some_and(|p| p.builtin) {
         return Err(ApiError::conflict(
             "builtin_policy",
             format!(
@@ -228,12 +255,12 @@ pub async fn delete_policy(
         )
         .with_details(serde_json::json!({ "profiles": users })));
     }
-    if !state.store.delete_user_policy(&name).await? {
+    if !state.store.delete_user_policy(name).await? {
         return Err(ApiError::not_found(format!(
             "policy \"{name}\" does not exist"
         )));
     }
-    state.registry.remove(&name);
+    state.registry.remove(name);
     tracing::info!(policy = %name, "policy deleted");
     Ok(StatusCode::NO_CONTENT)
 }

@@ -105,27 +105,42 @@ pub async fn put_profile(
     let document = parse_document(document_format(&headers)?, &body)?;
     let parsed = profile::parse_with_warnings(&document).map_err(invalid)?;
 
+    let store = {
+        let state = state.clone();
+        async move { store_profile(&state, &name, document, parsed.spec).await }
+    };
+    state
+        .detached(store)
+        .await
+        .map_err(|e| ApiError::internal("profile storage task failed", e))?
+}
+
+/// Check a parsed profile against the registered policies and store it, under the catalogue
+/// lock (so no policy it uses can be deleted meanwhile).
+async fn store_profile(
+    state: &AppState,
+    name: &str,
+    document: Value,
+    spec: ProfileSpec,
+) -> Result<(StatusCode, Json<ProfileView>), ApiError> {
     let _catalog = state.catalog_lock.lock().await;
-    let (engine, registry, doc, spec) = (
+    let (engine, registry, doc, checked) = (
         state.engine.clone(),
         state.registry.clone(),
         document.clone(),
-        parsed.spec.clone(),
+        spec.clone(),
     );
     let problems = tokio::task::spawn_blocking(move || {
-        profile::check_plugins(&spec, &doc, &engine, &registry)
+        profile::check_plugins(&checked, &doc, &engine, &registry)
     })
     .await
     .map_err(|e| ApiError::internal("profile check task failed", e))?;
     if !problems.is_empty() {
         return Err(invalid(problems));
     }
-    let spec_json = serde_json::to_value(&parsed.spec)
+    let spec_json = serde_json::to_value(&spec)
         .map_err(|e| ApiError::internal("serialising a profile spec", e))?;
-    let (record, created) = state
-        .store
-        .put_profile(&name, &document, &spec_json)
-        .await?;
+    let (record, created) = state.store.put_profile(name, &document, &spec_json).await?;
     tracing::info!(profile = %name, created, "profile stored");
     let status = if created {
         StatusCode::CREATED

@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::time::Instant;
 
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
@@ -88,7 +89,9 @@ fn view(record: RunRecord) -> Result<RunView, ApiError> {
 #[utoipa::path(post, path = "/api/v1/runs", tag = "runs",
     request_body = CreateRun,
     responses(
-        (status = 201, description = "The run, finished (`succeeded` or `failed`)", body = RunView),
+        (status = 201, description = "The finished run, `succeeded`; a policy that failed \
+            (timeout, trap, memory cap…) is recorded in its outcome in the report while the \
+            run's other policies still run", body = RunView),
         (status = 404, description = "No such cluster or profile", body = ErrorBody),
         (status = 409, description = "The cluster's stored state is not loaded", body = ErrorBody),
         (status = 422, description = "The profile cannot run on this cluster (e.g. a \
@@ -114,11 +117,29 @@ pub async fn create_run(
     let spec: ProfileSpec = serde_json::from_value(profile.spec)
         .map_err(|e| ApiError::internal(&format!("stored spec of profile {}", profile.name), e))?;
 
+    let execute = {
+        let state = state.clone();
+        async move { execute(&state, record.name, profile.name, spec, snapshot).await }
+    };
+    state
+        .detached(execute)
+        .await
+        .map_err(|e| ApiError::internal("run task failed", e))?
+}
+
+/// Record the run, evaluate it, record the outcome.
+async fn execute(
+    state: &AppState,
+    cluster: String,
+    profile: String,
+    spec: ProfileSpec,
+    snapshot: std::sync::Arc<crate::cluster::ClusterSnapshot>,
+) -> Result<(StatusCode, Json<RunView>), ApiError> {
     let run = state
         .store
-        .insert_run(&record.name, snapshot.revision as i64, &profile.name)
+        .insert_run(&cluster, snapshot.revision as i64, &profile)
         .await?;
-    let span = tracing::info_span!("run", run_id = run.id, cluster = %record.name, profile = %profile.name);
+    let span = tracing::info_span!("run", run_id = run.id, cluster = %cluster, profile = %profile);
     let permit = state
         .evaluations
         .clone()
@@ -134,22 +155,23 @@ pub async fn create_run(
 
     match outcome {
         Ok(Ok(report)) => {
-            let decisions: Vec<NewDecision> = report
+            let recording = Instant::now();
+            let decisions: Vec<NewDecision<'_>> = report
                 .proposals
                 .iter()
                 .map(|p| NewDecision {
-                    plugin_set: p.plugin_set.clone(),
-                    plugin: p.plugin.clone(),
-                    pod_uid: p.pod_uid.clone(),
-                    pod_namespace: p.namespace.clone(),
-                    pod_name: p.name.clone(),
-                    node: p.node.clone(),
-                    reason: p.reason.clone(),
+                    plugin_set: &p.plugin_set,
+                    plugin: &p.plugin,
+                    pod_uid: &p.pod_uid,
+                    pod_namespace: &p.namespace,
+                    pod_name: &p.name,
+                    node: &p.node,
+                    reason: &p.reason,
                 })
                 .collect();
-            let report_json = serde_json::to_value(&report)
+            let report_json = serde_json::to_string(&report)
                 .map_err(|e| ApiError::internal("serialising a run report", e))?;
-            let finished = state
+            let finished_at = state
                 .store
                 .finish_run(
                     run.id,
@@ -159,13 +181,30 @@ pub async fn create_run(
                     },
                 )
                 .await?;
+            drop(decisions);
             tracing::info!(
                 run_id = run.id,
-                proposals = decisions.len(),
+                proposals = report.proposals.len(),
                 duration_ms = report.duration_ms,
+                record_ms = recording.elapsed().as_secs_f64() * 1000.0,
                 "run succeeded"
             );
-            Ok((StatusCode::CREATED, Json(view(finished)?)))
+            // The stored row holds exactly this; no need to read it back.
+            Ok((
+                StatusCode::CREATED,
+                Json(RunView {
+                    id: run.id,
+                    status: RunStatus::Succeeded,
+                    cluster: run.cluster,
+                    cluster_revision: run.cluster_revision,
+                    profile: run.profile,
+                    started_at: timestamp(run.started_at),
+                    finished_at: Some(timestamp(finished_at)),
+                    proposals: Some(report.proposals.len()),
+                    report: Some(report),
+                    error: None,
+                }),
+            ))
         }
         Ok(Err(RunError::InvalidProfile(errors))) => {
             let summary = errors
@@ -173,10 +212,8 @@ pub async fn create_run(
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join("; ");
-            let message = format!(
-                "profile \"{}\" cannot run on cluster \"{}\": {summary}",
-                profile.name, record.name
-            );
+            let message =
+                format!("profile \"{profile}\" cannot run on cluster \"{cluster}\": {summary}");
             state
                 .store
                 .finish_run(run.id, RunEnd::Failed { error: &message })

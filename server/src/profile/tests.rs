@@ -260,11 +260,12 @@ fn plugin_placement_rules() {
         [
             "profiles[0].pluginConfig[1].name",
             "profiles[0].pluginConfig[2].args",
-            "profiles[0].plugins.filter.enabled[1]",
-            "profiles[0].plugins.sort.enabled[0]",
-            "profiles[0].plugins.deschedule.enabled[0]",
+            // Object keys are visited in sorted order (serde_json's map).
             "profiles[0].plugins.balance.enabled[2]",
             "profiles[0].plugins.balance.enabled[1]",
+            "profiles[0].plugins.deschedule.enabled[0]",
+            "profiles[0].plugins.filter.enabled[1]",
+            "profiles[0].plugins.sort.enabled[0]",
             "profiles[1].name",
             "profiles[1].plugins",
             "profiles[2].name",
@@ -272,12 +273,14 @@ fn plugin_placement_rules() {
         "{errors:#?}"
     );
     assert!(errors[0].message.contains("duplicate pluginConfig"));
+    assert!(errors[3].message.contains("enabled twice"));
+    assert!(errors[4].message.contains("evictor plugin"));
     assert!(
-        errors[2]
+        errors[5]
             .message
             .contains("only evictor plugin is DefaultEvictor")
     );
-    assert!(errors[6].message.contains("enabled twice"));
+    assert!(errors[6].message.contains("no plugin implements the sort"));
     assert!(errors[9].message.contains("duplicate profile name"));
 }
 

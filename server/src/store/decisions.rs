@@ -62,16 +62,16 @@ impl FromStr for DecisionStatus {
     }
 }
 
-/// A proposal to record with a run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewDecision {
-    pub plugin_set: String,
-    pub plugin: String,
-    pub pod_uid: String,
-    pub pod_namespace: String,
-    pub pod_name: String,
-    pub node: String,
-    pub reason: String,
+/// A proposal to record with a run (borrowed from the run's report).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewDecision<'a> {
+    pub plugin_set: &'a str,
+    pub plugin: &'a str,
+    pub pod_uid: &'a str,
+    pub pod_namespace: &'a str,
+    pub pod_name: &'a str,
+    pub node: &'a str,
+    pub reason: &'a str,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -30,6 +30,9 @@ pub use runs::{RunEnd, RunRecord, RunStatus};
 /// The schema migrations, shared by start-up and tests.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
+/// SQLite page size of new databases.
+const PAGE_SIZE: u32 = 16 << 10;
+
 /// How long a connection waits for another writer before giving up with "database is locked".
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -76,6 +79,10 @@ impl Store {
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
+            // Set when the file is created (fixed afterwards in WAL mode). Cluster objects
+            // are a few KB of JSON each: 16 KiB pages hold several per page, which makes
+            // replacing a 150,000-object cluster about twice as fast as 4 KiB pages.
+            .page_size(PAGE_SIZE)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT)

@@ -61,8 +61,9 @@ pub struct RunRecord {
 #[derive(Clone, Copy, Debug)]
 pub enum RunEnd<'a> {
     Succeeded {
-        report: &'a serde_json::Value,
-        decisions: &'a [NewDecision],
+        /// The run report, as JSON text.
+        report: &'a str,
+        decisions: &'a [NewDecision<'a>],
     },
     Failed {
         error: &'a str,
@@ -113,23 +114,24 @@ impl Store {
     }
 
     /// Finish a running run: its status, report and decisions, all in one transaction.
-    pub async fn finish_run(&self, id: i64, end: RunEnd<'_>) -> Result<RunRecord, StoreError> {
+    /// Returns when it finished (ms since the epoch).
+    pub async fn finish_run(&self, id: i64, end: RunEnd<'_>) -> Result<i64, StoreError> {
         let now = now_ms();
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let run = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM runs WHERE id = ?"
-        )))
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| StoreError::NotFound {
-            what: format!("run {id}"),
-        })
-        .and_then(|row| run_from_row(&row))?;
-        if run.status != RunStatus::Running {
+        let row = sqlx::query("SELECT cluster, profile, status FROM runs WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: format!("run {id}"),
+            })?;
+        let (cluster, profile): (String, String) =
+            (row.try_get("cluster")?, row.try_get("profile")?);
+        let status: RunStatus = row.try_get::<String, _>("status")?.parse()?;
+        if status != RunStatus::Running {
             return Err(StoreError::corrupt(
                 format!("run {id}"),
-                format!("it is already {}", run.status.as_str()),
+                format!("it is already {}", status.as_str()),
             ));
         }
         match end {
@@ -148,15 +150,15 @@ impl Store {
                     for d in batch {
                         query = query
                             .bind(id)
-                            .bind(run.cluster.as_str())
-                            .bind(run.profile.as_str())
-                            .bind(d.plugin_set.as_str())
-                            .bind(d.plugin.as_str())
-                            .bind(d.pod_uid.as_str())
-                            .bind(d.pod_namespace.as_str())
-                            .bind(d.pod_name.as_str())
-                            .bind(d.node.as_str())
-                            .bind(d.reason.as_str())
+                            .bind(cluster.as_str())
+                            .bind(profile.as_str())
+                            .bind(d.plugin_set)
+                            .bind(d.plugin)
+                            .bind(d.pod_uid)
+                            .bind(d.pod_namespace)
+                            .bind(d.pod_name)
+                            .bind(d.node)
+                            .bind(d.reason)
                             .bind(DecisionStatus::Proposed.as_str())
                             .bind(now)
                             .bind(now);
@@ -168,7 +170,7 @@ impl Store {
                      WHERE id = ?",
                 )
                 .bind(now)
-                .bind(report.to_string())
+                .bind(report)
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
@@ -184,15 +186,8 @@ impl Store {
                 .await?;
             }
         }
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM runs WHERE id = ?"
-        )))
-        .bind(id)
-        .fetch_one(&mut *tx)
-        .await?;
-        let record = run_from_row(&row)?;
         tx.commit().await?;
-        Ok(record)
+        Ok(now)
     }
 
     pub async fn get_run(&self, id: i64) -> Result<RunRecord, StoreError> {

@@ -63,6 +63,11 @@ async fn open_creates_and_migrates_and_reopens() {
         .await
         .unwrap();
     assert_eq!(mode, "wal");
+    let page_size: i64 = sqlx::query_scalar("PRAGMA page_size")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(page_size, 16384);
     store.close().await;
     assert!(path.exists());
     // Applying the migrations again is a no-op.
@@ -273,19 +278,24 @@ async fn profiles_put_get_list() {
     ));
 }
 
-fn decision(i: usize) -> NewDecision {
+/// (uid, name) of decision `i`.
+fn pod_names(i: usize) -> (String, String) {
+    (format!("uid-{i}"), format!("pod-{i}"))
+}
+
+fn decision((uid, name): &(String, String)) -> NewDecision<'_> {
     NewDecision {
-        plugin_set: "default".into(),
-        plugin: if i % 2 == 0 {
-            "RemoveDuplicates".into()
+        plugin_set: "default",
+        plugin: if uid.len().is_multiple_of(2) {
+            "RemoveDuplicates"
         } else {
-            "LowNodeUtilization".into()
+            "LowNodeUtilization"
         },
-        pod_uid: format!("uid-{i}"),
-        pod_namespace: "ns".into(),
-        pod_name: format!("pod-{i}"),
-        node: "n-1".into(),
-        reason: "duplicate".into(),
+        pod_uid: uid,
+        pod_namespace: "ns",
+        pod_name: name,
+        node: "n-1",
+        reason: "duplicate",
     }
 }
 
@@ -296,21 +306,23 @@ async fn runs_finish_with_their_decisions_in_one_go() {
     assert_eq!(run.status, RunStatus::Running);
     assert_eq!((run.cluster_revision, run.finished_at), (4, None));
 
-    let decisions: Vec<NewDecision> = (0..1203).map(decision).collect();
+    let pods: Vec<(String, String)> = (0..1203).map(pod_names).collect();
+    let decisions: Vec<NewDecision> = pods.iter().map(decision).collect();
     let report = json!({"proposals": 1203});
-    let done = store
+    let finished_at = store
         .finish_run(
             run.id,
             RunEnd::Succeeded {
-                report: &report,
+                report: &report.to_string(),
                 decisions: &decisions,
             },
         )
         .await
         .unwrap();
+    let done = store.get_run(run.id).await.unwrap();
     assert_eq!(done.status, RunStatus::Succeeded);
     assert_eq!(done.report, Some(report.clone()));
-    assert!(done.finished_at.is_some());
+    assert_eq!(done.finished_at, Some(finished_at));
     assert_eq!(store.count_run_decisions(run.id).await.unwrap(), 1203);
     // A finished run cannot finish again.
     let again = store
@@ -324,7 +336,7 @@ async fn runs_finish_with_their_decisions_in_one_go() {
     ));
 
     let failed_run = store.insert_run("east", 4, "broken").await.unwrap();
-    let failed = store
+    store
         .finish_run(
             failed_run.id,
             RunEnd::Failed {
@@ -333,9 +345,10 @@ async fn runs_finish_with_their_decisions_in_one_go() {
         )
         .await
         .unwrap();
+    let failed = store.get_run(failed_run.id).await.unwrap();
     assert_eq!(failed.status, RunStatus::Failed);
     assert_eq!(failed.error.as_deref(), Some("unknown plugin"));
-    assert_eq!(store.get_run(failed_run.id).await.unwrap(), failed);
+    assert!(failed.report.is_none());
 
     let interrupted = store.insert_run("east", 5, "default").await.unwrap();
     assert_eq!(store.fail_interrupted_runs("restarted").await.unwrap(), 1);
@@ -366,13 +379,12 @@ async fn runs_finish_with_their_decisions_in_one_go() {
 
     // Decisions: filter by run and status, page through with the cursor.
     let other = store.insert_run("west", 6, "default").await.unwrap();
-    let report = json!({});
     store
         .finish_run(
             other.id,
             RunEnd::Succeeded {
-                report: &report,
-                decisions: &[decision(0)],
+                report: "{}",
+                decisions: &[decision(&pod_names(0))],
             },
         )
         .await
@@ -447,4 +459,41 @@ fn decision_status_names_round_trip() {
     }
     let err = "done".parse::<DecisionStatus>().unwrap_err();
     assert!(err.to_string().contains("unknown decision status `done`"));
+}
+
+/// Scale check (not a timed assertion): the benchmark cluster's 155,000 objects, ~420 MB of
+/// JSON, replaced in one transaction. `cargo test --release -p rebalancer-server --lib
+/// store::tests::bulk_replace -- --ignored --nocapture`
+#[tokio::test]
+#[ignore]
+async fn bulk_replace_of_a_large_cluster() {
+    let (_dir, store) = open().await;
+    let padding = "x".repeat(2600);
+    let objects: Vec<StoredObject> = (0..155_000)
+        .map(|i| {
+            let mut o = object("Pod", Some("ns"), &format!("pod-{i}"));
+            o.body = format!("{{\"metadata\":{{\"name\":\"pod-{i}\"}},\"pad\":\"{padding}\"}}");
+            o
+        })
+        .collect();
+    let bytes: usize = objects.iter().map(|o| o.body.len()).sum();
+    let counts = BTreeMap::from([("Pod".to_string(), objects.len() as u64)]);
+    for revision in 1..=2 {
+        let started = std::time::Instant::now();
+        store
+            .replace_cluster_state(&state("big", revision, &counts, &json!([])), rows(&objects))
+            .await
+            .unwrap();
+        eprintln!(
+            "revision {revision}: {} objects, {} MB in {:.2} s",
+            objects.len(),
+            bytes >> 20,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let started = std::time::Instant::now();
+    let id = store.get_cluster("big").await.unwrap().id;
+    let loaded = store.cluster_objects(id).await.unwrap();
+    assert_eq!(loaded.len(), objects.len());
+    eprintln!("loaded back in {:.2} s", started.elapsed().as_secs_f64());
 }

@@ -104,21 +104,29 @@ async fn uploads_that_are_not_policies_are_refused_with_actionable_errors() {
 
 #[tokio::test]
 async fn size_caps_answer_413() {
+    // The module cap just admits the built-ins; the body limit is 1 MiB above it.
+    fn cap() -> usize {
+        rebalancer_server::engine::builtin_modules()
+            .iter()
+            .map(|(_, wasm)| wasm.len())
+            .max()
+            .unwrap()
+    }
     let server = TestServer::start_with(|s| {
         s.demo = false;
-        s.sandbox.max_module_bytes = 4096;
-        s.body_limit = 64 << 10;
+        s.sandbox.max_module_bytes = cap();
+        s.body_limit = cap() + (1 << 20);
     })
     .await;
     // A component header followed by padding: over the module cap, under the body limit.
     let mut module = b"\0asm\x0d\0\x01\0".to_vec();
-    module.resize(8192, 0);
+    module.resize(cap() + 1, 0);
     let (status, error) = server.post_bytes("/api/v1/policies", module).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert!(assert_error(&error, "module_too_large").contains("4096"));
+    assert!(assert_error(&error, "module_too_large").contains(&cap().to_string()));
 
     let (status, error) = server
-        .post_bytes("/api/v1/policies", vec![0; 100 << 10])
+        .post_bytes("/api/v1/policies", vec![0; cap() + (2 << 20)])
         .await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_error(&error, "payload_too_large");

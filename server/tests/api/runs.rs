@@ -1,6 +1,7 @@
 //! Runs and decisions.
 
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -246,4 +247,32 @@ async fn a_misbehaving_policy_fails_alone_and_the_server_keeps_serving() {
         .map(|d| d["pod"]["uid"].as_str().unwrap())
         .collect();
     assert_eq!(pods.len(), items.len(), "a pod is proposed once per run");
+
+    // A client that gives up half-way does not leave the run behind: it finishes and is
+    // recorded (the policy spins until its 500 ms deadline).
+    server
+        .put_profile("chaos", &chaos_profile("infinite-loop", 1))
+        .await;
+    let gave_up = server
+        .client
+        .post(server.url("/api/v1/runs"))
+        .json(&json!({"cluster": "east", "profile": "chaos"}))
+        .timeout(Duration::from_millis(150))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the request should time out");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, runs) = server.get("/api/v1/runs?limit=1").await;
+        let newest = &runs["items"][0];
+        if newest["id"].as_i64().unwrap() > id && newest["status"] == "succeeded" {
+            assert_eq!(newest["report"]["policies"][0]["error"]["kind"], "timeout");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the abandoned run never finished: {runs:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
