@@ -18,14 +18,14 @@ const POLICY_CRATES: &[(&str, bool)] = &[
     ("low-node-utilization", true),
     ("test-misbehaving", false),
     ("example-pod-age", false),
-    ("remove-pods-violating-node-taints", false),
-    ("remove-pods-violating-node-affinity", false),
-    ("remove-pods-having-too-many-restarts", false),
-    ("pod-life-time", false),
-    ("remove-failed-pods", false),
-    ("remove-pods-violating-inter-pod-anti-affinity", false),
-    ("high-node-utilization", false),
-    ("remove-pods-violating-topology-spread-constraint", false),
+    ("remove-pods-violating-node-taints", true),
+    ("remove-pods-violating-node-affinity", true),
+    ("remove-pods-having-too-many-restarts", true),
+    ("pod-life-time", true),
+    ("remove-failed-pods", true),
+    ("remove-pods-violating-inter-pod-anti-affinity", true),
+    ("high-node-utilization", true),
+    ("remove-pods-violating-topology-spread-constraint", true),
 ];
 
 const TARGET: &str = "wasm32-wasip2";

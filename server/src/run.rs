@@ -119,17 +119,47 @@ pub fn execute(
 type NativePolicy = fn(&mut Context<'_>, ExtensionPoint, &str) -> Result<(), String>;
 
 fn native_policy(name: &str) -> Option<NativePolicy> {
-    match name {
-        "RemoveDuplicates" => Some(|ctx, point, args| {
-            rebalancer_policy_sdk::evaluate::<remove_duplicates::RemoveDuplicates>(ctx, point, args)
-        }),
-        "LowNodeUtilization" => Some(|ctx, point, args| {
-            rebalancer_policy_sdk::evaluate::<low_node_utilization::LowNodeUtilization>(
+    use rebalancer_policy_sdk::evaluate;
+    let policy: NativePolicy = match name {
+        "RemoveDuplicates" => {
+            |ctx, point, args| evaluate::<remove_duplicates::RemoveDuplicates>(ctx, point, args)
+        }
+        "LowNodeUtilization" => |ctx, point, args| {
+            evaluate::<low_node_utilization::LowNodeUtilization>(ctx, point, args)
+        },
+        "HighNodeUtilization" => |ctx, point, args| {
+            evaluate::<high_node_utilization::HighNodeUtilization>(ctx, point, args)
+        },
+        "PodLifeTime" => {
+            |ctx, point, args| evaluate::<pod_life_time::PodLifeTime>(ctx, point, args)
+        }
+        "RemoveFailedPods" => {
+            |ctx, point, args| evaluate::<remove_failed_pods::RemoveFailedPods>(ctx, point, args)
+        }
+        "RemovePodsHavingTooManyRestarts" => |ctx, point, args| {
+            evaluate::<remove_pods_having_too_many_restarts::RemovePodsHavingTooManyRestarts>(
                 ctx, point, args,
             )
-        }),
-        _ => None,
-    }
+        },
+        "RemovePodsViolatingInterPodAntiAffinity" => |ctx, point, args| {
+            evaluate::<remove_pods_violating_inter_pod_anti_affinity::RemovePodsViolatingInterPodAntiAffinity>(ctx, point, args)
+        },
+        "RemovePodsViolatingNodeAffinity" => |ctx, point, args| {
+            evaluate::<remove_pods_violating_node_affinity::RemovePodsViolatingNodeAffinity>(
+                ctx, point, args,
+            )
+        },
+        "RemovePodsViolatingNodeTaints" => |ctx, point, args| {
+            evaluate::<remove_pods_violating_node_taints::RemovePodsViolatingNodeTaints>(
+                ctx, point, args,
+            )
+        },
+        "RemovePodsViolatingTopologySpreadConstraint" => |ctx, point, args| {
+            evaluate::<remove_pods_violating_topology_spread_constraint::RemovePodsViolatingTopologySpreadConstraint>(ctx, point, args)
+        },
+        _ => return None,
+    };
+    Some(policy)
 }
 
 /// Evaluate `profile` with the built-in policies linked natively (no sandbox). Blocking.

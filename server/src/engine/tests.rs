@@ -123,11 +123,29 @@ fn built_ins_compile_with_their_metadata() {
         assert_eq!(policy.meta.abi_version, ABI_VERSION);
         assert_eq!(policy.meta.digest.len(), 64);
         assert!(policy.meta.args_schema.is_object());
-        assert!(policy.meta.implements(ExtensionPoint::Balance), "{file}");
+        assert!(
+            policy.meta.implements(ExtensionPoint::Balance)
+                || policy.meta.implements(ExtensionPoint::Deschedule),
+            "{file}"
+        );
         names.push(policy.meta.name.clone());
     }
     names.sort();
-    assert_eq!(names, ["LowNodeUtilization", "RemoveDuplicates"]);
+    assert_eq!(
+        names,
+        [
+            "HighNodeUtilization",
+            "LowNodeUtilization",
+            "PodLifeTime",
+            "RemoveDuplicates",
+            "RemoveFailedPods",
+            "RemovePodsHavingTooManyRestarts",
+            "RemovePodsViolatingInterPodAntiAffinity",
+            "RemovePodsViolatingNodeAffinity",
+            "RemovePodsViolatingNodeTaints",
+            "RemovePodsViolatingTopologySpreadConstraint",
+        ]
+    );
 }
 
 #[test]

@@ -187,13 +187,12 @@ fn registered_names(registry: &PolicyRegistry) -> String {
     }
 }
 
-/// The descheduler Helm chart's (0.36) default policy, restricted to the plugins that exist as
-/// built-ins so far: RemoveDuplicates and LowNodeUtilization (20/50 on cpu, memory and pods),
-/// with the chart's DefaultEvictor protections (local-storage pods evictable, PVC pods
-/// protected). The chart also enables RemovePodsHavingTooManyRestarts (100, init containers),
-/// RemovePodsViolatingNodeTaints, RemovePodsViolatingNodeAffinity (required),
-/// RemovePodsViolatingInterPodAntiAffinity and RemovePodsViolatingTopologySpreadConstraint;
-/// they join this document as their built-ins land.
+/// The descheduler Helm chart's (0.36) default policy: deschedule RemovePodsHavingTooManyRestarts
+/// (100, init containers), RemovePodsViolatingNodeTaints, RemovePodsViolatingNodeAffinity
+/// (required) and RemovePodsViolatingInterPodAntiAffinity; balance RemoveDuplicates,
+/// RemovePodsViolatingTopologySpreadConstraint and LowNodeUtilization (20/50 on cpu, memory and
+/// pods); the chart's DefaultEvictor protections (local-storage pods evictable, PVC pods
+/// protected).
 pub fn default_profile_document() -> Value {
     json!({
         "apiVersion": API_VERSION,
@@ -212,6 +211,17 @@ pub fn default_profile_document() -> Value {
                 },
                 { "name": "RemoveDuplicates" },
                 {
+                    "name": "RemovePodsHavingTooManyRestarts",
+                    "args": { "podRestartThreshold": 100, "includingInitContainers": true }
+                },
+                {
+                    "name": "RemovePodsViolatingNodeAffinity",
+                    "args": { "nodeAffinityType": ["requiredDuringSchedulingIgnoredDuringExecution"] }
+                },
+                { "name": "RemovePodsViolatingNodeTaints" },
+                { "name": "RemovePodsViolatingInterPodAntiAffinity" },
+                { "name": "RemovePodsViolatingTopologySpreadConstraint" },
+                {
                     "name": "LowNodeUtilization",
                     "args": {
                         "thresholds": { "cpu": 20, "memory": 20, "pods": 20 },
@@ -220,7 +230,21 @@ pub fn default_profile_document() -> Value {
                 }
             ],
             "plugins": {
-                "balance": { "enabled": ["RemoveDuplicates", "LowNodeUtilization"] }
+                "balance": {
+                    "enabled": [
+                        "RemoveDuplicates",
+                        "RemovePodsViolatingTopologySpreadConstraint",
+                        "LowNodeUtilization"
+                    ]
+                },
+                "deschedule": {
+                    "enabled": [
+                        "RemovePodsHavingTooManyRestarts",
+                        "RemovePodsViolatingNodeTaints",
+                        "RemovePodsViolatingNodeAffinity",
+                        "RemovePodsViolatingInterPodAntiAffinity"
+                    ]
+                }
             }
         }]
     })

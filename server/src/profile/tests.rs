@@ -11,17 +11,39 @@ fn errors_of(doc: Value) -> Vec<ProfileError> {
 }
 
 #[test]
-fn default_profile_is_the_helm_default_restricted_to_existing_plugins() {
+fn default_profile_is_the_helm_chart_default() {
     let spec = parse_deschedule_policy(&default_profile_document()).unwrap();
     assert_eq!(spec.plugin_sets.len(), 1);
     let set = &spec.plugin_sets[0];
     assert_eq!(set.name, "default");
-    assert!(set.deschedule.is_empty());
+    let deschedule: Vec<&str> = set.deschedule.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        deschedule,
+        [
+            "RemovePodsHavingTooManyRestarts",
+            "RemovePodsViolatingNodeTaints",
+            "RemovePodsViolatingNodeAffinity",
+            "RemovePodsViolatingInterPodAntiAffinity",
+        ]
+    );
+    assert_eq!(set.deschedule[0].args["podRestartThreshold"], 100);
+    assert_eq!(set.deschedule[0].args["includingInitContainers"], true);
+    assert_eq!(
+        set.deschedule[2].args["nodeAffinityType"],
+        json!(["requiredDuringSchedulingIgnoredDuringExecution"])
+    );
     let balance: Vec<&str> = set.balance.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(balance, ["RemoveDuplicates", "LowNodeUtilization"]);
+    assert_eq!(
+        balance,
+        [
+            "RemoveDuplicates",
+            "RemovePodsViolatingTopologySpreadConstraint",
+            "LowNodeUtilization"
+        ]
+    );
     assert_eq!(set.balance[0].args, json!({}));
-    assert_eq!(set.balance[1].args["thresholds"]["cpu"], 20);
-    assert_eq!(set.balance[1].args["targetThresholds"]["pods"], 50);
+    assert_eq!(set.balance[2].args["thresholds"]["cpu"], 20);
+    assert_eq!(set.balance[2].args["targetThresholds"]["pods"], 50);
     assert_eq!(
         set.evictor_args["podProtections"]["defaultDisabled"],
         json!(["PodsWithLocalStorage"])
@@ -318,7 +340,7 @@ fn args_paths_point_into_the_document() {
     let doc = default_profile_document();
     assert_eq!(
         policy_doc::plugin_args_path(&doc, 0, "LowNodeUtilization"),
-        "profiles[0].pluginConfig[2].args"
+        "profiles[0].pluginConfig[7].args"
     );
     assert_eq!(
         policy_doc::plugin_args_path(&doc, 0, "Nope"),

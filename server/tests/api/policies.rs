@@ -26,8 +26,16 @@ async fn built_ins_are_registered_and_protected() {
     assert_eq!(
         names,
         [
+            ("HighNodeUtilization", true, true),
             ("LowNodeUtilization", true, true),
-            ("RemoveDuplicates", true, true)
+            ("PodLifeTime", true, true),
+            ("RemoveDuplicates", true, true),
+            ("RemoveFailedPods", true, true),
+            ("RemovePodsHavingTooManyRestarts", true, true),
+            ("RemovePodsViolatingInterPodAntiAffinity", true, true),
+            ("RemovePodsViolatingNodeAffinity", true, true),
+            ("RemovePodsViolatingNodeTaints", true, true),
+            ("RemovePodsViolatingTopologySpreadConstraint", true, true)
         ]
     );
 
@@ -99,7 +107,10 @@ async fn uploads_that_are_not_policies_are_refused_with_actionable_errors() {
 
     // Nothing was registered along the way.
     let (_, list) = server.get("/api/v1/policies").await;
-    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        list["items"].as_array().unwrap().len(),
+        rebalancer_server::engine::builtin_modules().len()
+    );
 }
 
 #[tokio::test]

@@ -37,7 +37,11 @@ async fn default_profile_exists_and_profiles_round_trip() {
     let set = &default["spec"]["pluginSets"][0];
     assert_eq!(set["name"], "default");
     assert_eq!(set["balance"][0]["name"], "RemoveDuplicates");
-    assert_eq!(set["balance"][1]["name"], "LowNodeUtilization");
+    assert_eq!(set["balance"][2]["name"], "LowNodeUtilization");
+    assert_eq!(
+        set["deschedule"][0]["name"],
+        "RemovePodsHavingTooManyRestarts"
+    );
     assert_eq!(
         set["evictorArgs"]["podProtections"]["extraEnabled"],
         json!(["PodsWithPVC"])
@@ -123,15 +127,15 @@ async fn invalid_documents_are_refused_with_every_problem_located() {
         .put_json(
             "/api/v1/profiles/x",
             &policy(
-                json!([{"name": "RemovePodsViolatingNodeTaints"}]),
-                json!({"deschedule": {"enabled": ["RemovePodsViolatingNodeTaints"]}}),
+                json!([{"name": "RemovePodsViolatingPodAffinity"}]),
+                json!({"deschedule": {"enabled": ["RemovePodsViolatingPodAffinity"]}}),
             ),
         )
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     let message = assert_error(&body, "invalid_profile");
     assert!(
-        message.contains("RemovePodsViolatingNodeTaints"),
+        message.contains("RemovePodsViolatingPodAffinity"),
         "{message}"
     );
     let found = errors(&body);

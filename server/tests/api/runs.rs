@@ -27,7 +27,19 @@ async fn the_default_profile_proposes_moves_on_the_demo_cluster() {
         .iter()
         .map(|p| p["plugin"].as_str().unwrap())
         .collect();
-    assert_eq!(plugins, ["RemoveDuplicates", "LowNodeUtilization"]);
+    // Deschedule plugins first, then balance: the Helm chart's default profile.
+    assert_eq!(
+        plugins,
+        [
+            "RemovePodsHavingTooManyRestarts",
+            "RemovePodsViolatingNodeTaints",
+            "RemovePodsViolatingNodeAffinity",
+            "RemovePodsViolatingInterPodAntiAffinity",
+            "RemoveDuplicates",
+            "RemovePodsViolatingTopologySpreadConstraint",
+            "LowNodeUtilization"
+        ]
+    );
     for outcome in report["policies"].as_array().unwrap() {
         assert!(outcome["error"].is_null(), "{outcome:#}");
         assert!(outcome["durationMs"].as_f64().unwrap() >= 0.0);
