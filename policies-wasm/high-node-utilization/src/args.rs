@@ -30,6 +30,20 @@ pub struct HighNodeUtilizationArgs {
     /// Namespaces whose pods still count towards usage but are never evicted.
     #[serde(default)]
     pub evictable_namespaces: Option<Namespaces>,
+    /// Rebalancer extension, off by default: a pod may go to a destination when it tolerates
+    /// each of its NoSchedule/NoExecute taints (descheduler compares counts and requires
+    /// PreferNoSchedule taints to be tolerated too). Not serialized while off, so the args stay a
+    /// valid descheduler document.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "is_false"
+    )]
+    pub per_taint_tolerations: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl HighNodeUtilizationArgs {
@@ -61,6 +75,7 @@ where
 }
 
 /// `ValidateHighNodeUtilizationArgs`; descheduler stops at its first error, we list them all.
+/// `perTaintTolerations` is a plain boolean and combines with every other arg.
 pub fn validate(args: &HighNodeUtilizationArgs) -> Vec<ArgError> {
     let mut errors = Vec::new();
     if let Some(ns) = &args.evictable_namespaces
@@ -140,6 +155,17 @@ pub fn schema() -> serde_json::Value {
                     "include": { "type": ["array", "null"], "items": { "type": "string" }, "maxItems": 0 }
                 },
                 "default": null
+            },
+            "perTaintTolerations": {
+                "description": "Rebalancer extension, off by default. descheduler lets a pod go \
+                                only to a destination whose taints (every effect, \
+                                PreferNoSchedule included) it tolerates AND that has no more \
+                                taints than the pod has tolerations — so one wildcard toleration \
+                                fails on a node with two taints. When true, the pod must tolerate \
+                                each NoSchedule and NoExecute taint of some destination by proper \
+                                toleration matching; PreferNoSchedule does not repel.",
+                "type": ["boolean", "null"],
+                "default": false
             }
         }
     })
@@ -182,6 +208,21 @@ mod tests {
                 r#"{"thresholds":{"cpu":20},"numberOfNodes":null,"evictionModes":null,
                     "evictableNamespaces":{"exclude":null}}"#,
                 &[],
+            ),
+            (
+                "perTaintTolerations",
+                r#"{"thresholds":{"cpu":20},"perTaintTolerations":true}"#,
+                &[],
+            ),
+            (
+                "perTaintTolerations null",
+                r#"{"thresholds":{"cpu":20},"perTaintTolerations":null}"#,
+                &[],
+            ),
+            (
+                "perTaintTolerations not a boolean",
+                r#"{"thresholds":{"cpu":20},"perTaintTolerations":"yes"}"#,
+                &["invalid type: string \"yes\", expected a boolean"],
             ),
             (
                 "missing thresholds",
@@ -255,5 +296,26 @@ mod tests {
             check(r#"{"thresholds":{"cpu":20},"evictionModes":["OnlyThresholdingResources"]}"#)
                 .expect("valid");
         assert!(args.only_thresholding_resources());
+    }
+
+    #[test]
+    fn per_taint_tolerations_is_off_and_left_out_by_default() {
+        let args = check(r#"{"thresholds":{"cpu":20}}"#).expect("valid");
+        assert!(!args.per_taint_tolerations);
+        let json = serde_json::to_value(&args).expect("serializes");
+        assert!(json.get("perTaintTolerations").is_none(), "{json}");
+        let on = check(r#"{"thresholds":{"cpu":20},"perTaintTolerations":true}"#).expect("valid");
+        assert_eq!(
+            serde_json::to_value(&on).expect("serializes")["perTaintTolerations"],
+            true
+        );
+        let schema = schema();
+        let option = &schema["properties"]["perTaintTolerations"];
+        assert_eq!(option["default"], false);
+        assert!(
+            option["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("Rebalancer extension"))
+        );
     }
 }

@@ -19,6 +19,9 @@
 //!   requests; descheduler looks at the keys of its containers' requests. They differ only when
 //!   pod overhead or pod-level resources alone mention a threshold resource.
 //! - Nodes and equal-usage ties are visited in scope order instead of Go map order.
+//!
+//! Rebalancer extension, off by default (see `docs/policies.md`): `perTaintTolerations` matches
+//! each repelling taint of a destination instead of descheduler's count check.
 
 pub mod args;
 pub mod plan;

@@ -18,6 +18,8 @@
 //!    proposal moves its requests out of the pool. The pass stops as soon as any resource of the
 //!    pool is ≤ 0; a node-limit refusal moves on to the next node, a total-limit refusal ends the
 //!    pass. There is no per-plugin eviction limit.
+//! 7. Rebalancer extension, off by default: `perTaintTolerations` replaces the count check by
+//!    matching each NoSchedule/NoExecute taint of a destination ([`Destinations`]).
 //!
 //! Indexes are dense (scope positions, resource slots); strings are resolved only for reasons.
 //!
@@ -28,7 +30,7 @@
 //! them into the SDK is requested in `docs/internal/REQUESTS.md`. Delete them here once they land.
 
 use rebalancer_policy_sdk::k8s::taints;
-use rebalancer_policy_sdk::model::{ArchivedTaintEffect, NONE, QosClass, StrId};
+use rebalancer_policy_sdk::model::{ArchivedTaintEffect, NONE, QosClass, StrId, TaintEffect};
 use rebalancer_policy_sdk::view::kv_get;
 use rebalancer_policy_sdk::{Cluster, Context, NodeRef, PodRef, Refusal};
 
@@ -196,8 +198,11 @@ fn propose(
             .sum::<i128>()
     });
 
-    let destination_taints =
-        Destinations::new(cluster, destinations.iter().map(|&i| nodes[i].node));
+    let destination_taints = Destinations::new(
+        cluster,
+        destinations.iter().map(|&i| nodes[i].node),
+        args.per_taint_tolerations,
+    );
     let excluded: Vec<StrId> = args
         .evictable_namespaces
         .as_ref()
@@ -464,15 +469,21 @@ fn eviction_order(pod: PodRef<'_>, prefer_no_eviction: Option<StrId>) -> (bool, 
 struct Destinations<'a> {
     /// One node per distinct taint list.
     representatives: Vec<NodeRef<'a>>,
-    /// Some destination has no taints at all: every pod passes.
-    any_untainted: bool,
+    /// Some destination passes every pod: it has no taints at all, or with `per_taint` no
+    /// NoSchedule/NoExecute taint.
+    any_open: bool,
+    /// `perTaintTolerations`: match each repelling taint instead of descheduler's count check.
+    per_taint: bool,
 }
 
+/// The taint effects that keep a pod off a node.
+const REPELLING: &[TaintEffect] = &[TaintEffect::NoSchedule, TaintEffect::NoExecute];
+
 impl<'a> Destinations<'a> {
-    fn new(cluster: Cluster<'a>, nodes: impl Iterator<Item = u32>) -> Self {
+    fn new(cluster: Cluster<'a>, nodes: impl Iterator<Item = u32>, per_taint: bool) -> Self {
         let mut seen: Vec<Vec<(StrId, StrId, u8)>> = Vec::new();
         let mut representatives = Vec::new();
-        let mut any_untainted = false;
+        let mut any_open = false;
         for id in nodes {
             let node = cluster.node(id);
             let taints: Vec<(StrId, StrId, u8)> = node
@@ -488,8 +499,9 @@ impl<'a> Destinations<'a> {
                     (t.key.to_native(), t.value.to_native(), effect)
                 })
                 .collect();
-            if taints.is_empty() {
-                any_untainted = true;
+            // Effect 1 is PreferNoSchedule, which does not repel under `per_taint`.
+            if taints.iter().all(|t| per_taint && t.2 == 1) {
+                any_open = true;
             }
             if !seen.contains(&taints) {
                 seen.push(taints);
@@ -498,15 +510,26 @@ impl<'a> Destinations<'a> {
         }
         Destinations {
             representatives,
-            any_untainted,
+            any_open,
+            per_taint,
         }
     }
 
-    /// descheduler's `PodToleratesTaints`: some destination whose taints are no more numerous than
-    /// the pod's tolerations has every taint (any effect) tolerated.
+    /// Some destination takes the pod, taint-wise. By default descheduler's `PodToleratesTaints`:
+    /// some destination whose taints are no more numerous than the pod's tolerations has every
+    /// taint (any effect) tolerated. With `per_taint`: some destination has each of its
+    /// NoSchedule/NoExecute taints tolerated.
     fn tolerated_by(&self, pod: PodRef<'_>) -> bool {
-        self.any_untainted
-            || taints::tolerates_any_node_by_count(pod, self.representatives.iter().copied())
+        if self.any_open {
+            return true;
+        }
+        if self.per_taint {
+            self.representatives
+                .iter()
+                .any(|&node| taints::tolerates_all(pod, node, REPELLING))
+        } else {
+            taints::tolerates_any_node_by_count(pod, self.representatives.iter().copied())
+        }
     }
 }
 

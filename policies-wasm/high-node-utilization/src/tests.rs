@@ -539,3 +539,64 @@ fn only_thresholding_resources_scenario() {
     run.assert_ok();
     assert_eq!(run.evicted_names(), ["cron-ui-1", "metrics-1", "metrics-2"]);
 }
+
+/// `perTaintTolerations` (Rebalancer extension): off, descheduler's count check; on, each
+/// NoSchedule/NoExecute taint of some destination must be tolerated.
+#[test]
+fn per_taint_tolerations_option() {
+    const OFF: &str = r#"{"thresholds":{"cpu":30}}"#;
+    const ON: &str = r#"{"thresholds":{"cpu":30},"perTaintTolerations":true}"#;
+    let two_taints = || {
+        node("n2")
+            .taint("dedicated", "web", NoSchedule)
+            .taint("zone", "z", PreferNoSchedule)
+    };
+    // (name, cluster, evicted off, evicted on); n1 is underutilized, n2 the only destination.
+    let cases: Vec<(&str, TestCluster, &[&str], &[&str])> = vec![
+        (
+            "one wildcard toleration covers two taints",
+            TestCluster::new()
+                .nodes([node("n1"), two_taints()])
+                .pod(pod("web", "wild", "n1").tolerate_everything())
+                .pod(
+                    pod("web", "both", "n1")
+                        .toleration("dedicated", "web", Some(NoSchedule))
+                        .toleration_exists("zone", None),
+                )
+                .pods(fill("n2", "b", 5)),
+            &["both"],
+            &["wild", "both"],
+        ),
+        (
+            "PreferNoSchedule does not repel",
+            TestCluster::new()
+                .nodes([node("n1"), node("n2").taint("zone", "z", PreferNoSchedule)])
+                .pods(fill("n1", "x", 2))
+                .pods(fill("n2", "b", 5)),
+            &[],
+            &["x1", "x2"],
+        ),
+        (
+            "NoExecute still repels",
+            TestCluster::new()
+                .nodes([node("n1"), node("n2").taint("dedicated", "web", NoExecute)])
+                .pod(pod("web", "w1", "n1").toleration("dedicated", "web", Some(NoSchedule)))
+                .pods(fill("n2", "b", 5)),
+            &[],
+            &[],
+        ),
+    ];
+    for (name, cluster, off, on) in cases {
+        for (args, want) in [(OFF, off), (ON, on)] {
+            let run = run::<HighNodeUtilization>(&cluster, Balance, args);
+            run.assert_ok();
+            assert_eq!(
+                run.evicted_names(),
+                want,
+                "{name} with {args}: refused {:?}, logs {:?}",
+                run.refused_names(),
+                run.log_messages()
+            );
+        }
+    }
+}

@@ -40,6 +40,29 @@ pub struct LowNodeUtilizationArgs {
     /// Per-plugin eviction limits.
     #[serde(default)]
     pub eviction_limits: Option<EvictionLimits>,
+    /// Rebalancer extension fixing descheduler #1237, off by default: a pod moves only when one
+    /// underutilized node alone has room for it below its target threshold (descheduler only
+    /// checks the pooled room of all of them). Not serialized while off, so the args stay a
+    /// valid descheduler document.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "is_false"
+    )]
+    pub target_resource_fit: bool,
+    /// Rebalancer extension, off by default: a pod may go to an underutilized node when it
+    /// tolerates each of its NoSchedule/NoExecute taints (descheduler compares counts and
+    /// requires PreferNoSchedule taints to be tolerated too). Not serialized while off.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "is_false"
+    )]
+    pub per_taint_tolerations: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// descheduler's `api.Namespaces` (only `exclude` is allowed here).
@@ -137,6 +160,13 @@ pub fn validate(args: &LowNodeUtilizationArgs) -> Vec<ArgError> {
     }
     if let Some(metrics) = &args.metrics_utilization {
         validate_metrics(metrics, args, &mut errors);
+        if args.target_resource_fit && metrics.source == SOURCE_PROMETHEUS {
+            errors.push(ArgError::new(
+                "targetResourceFit",
+                "targetResourceFit needs per-pod usage, which a Prometheus source does not \
+                 provide; remove one of targetResourceFit and metricsUtilization",
+            ));
+        }
     }
     errors
 }
@@ -335,6 +365,31 @@ pub fn schema() -> serde_json::Value {
                     }
                 },
                 "default": null
+            },
+            "targetResourceFit": {
+                "description": "Rebalancer extension fixing descheduler #1237, off by default \
+                                (descheduler only checks that the summed room of all \
+                                underutilized nodes is positive). When true, a pod is moved only \
+                                if one underutilized node, whose taints it tolerates, has room for \
+                                it below that node's target: capacity capped at the target \
+                                threshold minus usage, for every resource the pod requests (the \
+                                plugin's resources — listed, cpu, memory, pods — and any other \
+                                requested resource against allocatable minus requests). The node \
+                                with the most free share is picked and its room shrinks by the \
+                                pod's requests for the rest of the run.",
+                "type": ["boolean", "null"],
+                "default": false
+            },
+            "perTaintTolerations": {
+                "description": "Rebalancer extension, off by default. descheduler lets a pod go \
+                                only to an underutilized node whose taints (every effect, \
+                                PreferNoSchedule included) it tolerates AND that has no more \
+                                taints than the pod has tolerations — so one wildcard toleration \
+                                fails on a node with two taints. When true, the pod must tolerate \
+                                each NoSchedule and NoExecute taint of some underutilized node by \
+                                proper toleration matching; PreferNoSchedule does not repel.",
+                "type": ["boolean", "null"],
+                "default": false
             }
         }
     })
@@ -395,6 +450,28 @@ mod tests {
         ok(
             "boundaries",
             r#"{"thresholds":{"cpu":0},"targetThresholds":{"cpu":100}}"#,
+        );
+        ok(
+            "Rebalancer extensions",
+            r#"{"thresholds":{"cpu":20},"targetThresholds":{"cpu":50},"targetResourceFit":true,
+                "perTaintTolerations":true}"#,
+        );
+        ok(
+            "Rebalancer extensions null",
+            r#"{"thresholds":{"cpu":20},"targetThresholds":{"cpu":50},"targetResourceFit":null,
+                "perTaintTolerations":null}"#,
+        );
+        bad(
+            "extension not a boolean",
+            r#"{"thresholds":{"cpu":20},"targetThresholds":{"cpu":50},"perTaintTolerations":1}"#,
+            &["invalid type: integer `1`, expected a boolean"],
+        );
+        bad(
+            "targetResourceFit with Prometheus",
+            r#"{"thresholds":{"MetricResource":20},"targetThresholds":{"MetricResource":50},
+                "targetResourceFit":true,
+                "metricsUtilization":{"source":"Prometheus","prometheus":{"query":"q"}}}"#,
+            &["targetResourceFit: targetResourceFit needs per-pod usage"],
         );
         bad(
             "missing thresholds",
@@ -513,5 +590,36 @@ mod tests {
         assert!(!args.use_deviation_thresholds);
         assert_eq!(args.number_of_nodes, 0);
         assert_eq!(args.eviction_limits, None);
+    }
+
+    #[test]
+    fn extensions_are_off_and_left_out_by_default() {
+        let args =
+            check(r#"{"thresholds":{"cpu":20},"targetThresholds":{"cpu":50}}"#).expect("valid");
+        assert!(!args.target_resource_fit && !args.per_taint_tolerations);
+        let json = serde_json::to_value(&args).expect("serializes");
+        assert!(json.get("targetResourceFit").is_none(), "{json}");
+        assert!(json.get("perTaintTolerations").is_none(), "{json}");
+        let on = LowNodeUtilizationArgs {
+            target_resource_fit: true,
+            per_taint_tolerations: true,
+            ..args
+        };
+        let json = serde_json::to_value(&on).expect("serializes");
+        assert_eq!(json["targetResourceFit"], true);
+        assert_eq!(json["perTaintTolerations"], true);
+        let schema = schema();
+        for (field, issue) in [
+            ("targetResourceFit", "#1237"),
+            ("perTaintTolerations", "PreferNoSchedule"),
+        ] {
+            let option = &schema["properties"][field];
+            assert_eq!(option["default"], false, "{field}");
+            let description = option["description"].as_str().unwrap_or_default();
+            assert!(
+                description.contains("Rebalancer extension") && description.contains(issue),
+                "{field}: {description}"
+            );
+        }
     }
 }

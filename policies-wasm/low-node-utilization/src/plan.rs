@@ -17,11 +17,15 @@
 //!    PreEvictionFilter; each accepted proposal moves its requests out of the node and the pool.
 //!    A node stops when it is no longer above target, the pool runs dry, `evictionLimits.node` is
 //!    reached or the host reports the node limit; the pass stops on the total limit.
+//! 7. Rebalancer extensions, off by default: `perTaintTolerations` replaces the count check by
+//!    matching each NoSchedule/NoExecute taint of a destination ([`Destinations`]);
+//!    `targetResourceFit` (descheduler #1237) moves a pod only when one destination it tolerates
+//!    has room for it below its target, and takes that room ([`TargetRoom`]).
 //!
 //! Indexes are dense (scope positions, resource slots); strings are resolved only for reasons.
 
 use rebalancer_policy_sdk::k8s::taints;
-use rebalancer_policy_sdk::model::{ArchivedTaintEffect, NONE, QosClass, StrId};
+use rebalancer_policy_sdk::model::{ArchivedTaintEffect, NONE, QosClass, StrId, TaintEffect};
 use rebalancer_policy_sdk::view::kv_get;
 use rebalancer_policy_sdk::{Cluster, Context, NodeRef, PodRef, Refusal};
 
@@ -108,6 +112,9 @@ pub struct Outcome {
     pub overutilized: usize,
     pub proposed: usize,
     pub refused: usize,
+    /// Pods left in place because no single destination had room for them
+    /// (`targetResourceFit`).
+    pub no_room: usize,
     /// Why the pass did nothing or stopped early, if it did.
     pub stopped: Option<String>,
 }
@@ -222,7 +229,15 @@ fn propose(
         )
     });
 
-    let destinations = Destinations::new(cluster, under.iter().map(|&i| nodes[i].node));
+    let destinations = Destinations::new(
+        cluster,
+        under.iter().map(|&i| nodes[i].node),
+        args.per_taint_tolerations,
+    );
+    // `targetResourceFit` (off by default): room per destination, built only when asked for.
+    let mut room = args
+        .target_resource_fit
+        .then(|| TargetRoom::new(cluster, &nodes, &under, &over, &resources));
     let excluded: Vec<StrId> = args
         .evictable_namespaces
         .as_ref()
@@ -251,24 +266,61 @@ fn propose(
         }
         let mut removable = ctx.filter(&source.pods);
         removable.sort_by_key(|&p| eviction_order(cluster.pod(p), prefer_no_eviction));
+        // Why this node was picked, with its usage when it was: one text for all its pods.
+        let node_reason = describe.reason(cluster.node(source.node), source);
+        let mut pre_eviction = PreEvictionBatches::new(&removable);
         let mut evicted: u64 = 0;
-        for pod_id in removable {
+        for (k, &pod_id) in removable.iter().enumerate() {
             if node_limit.is_some_and(|limit| evicted >= limit) {
                 break;
             }
             let pod = cluster.pod(pod_id);
-            if !destinations.tolerated_by(pod) {
+            // With targetResourceFit the destination search checks taints per destination.
+            if room.is_none() && !destinations.tolerated_by(pod) {
                 continue;
             }
             if excluded.contains(&pod.namespace_id()) {
                 continue;
             }
-            if !ctx.passes_pre_eviction_filter(pod_id) {
+            let target = match room.as_mut() {
+                None => None,
+                Some(room) => match room.target(pod, &resources, &destinations) {
+                    Some(target) => Some(target),
+                    None => {
+                        outcome.no_room += 1;
+                        details.log(ctx, || {
+                            format!(
+                                "{}/{} stays (targetResourceFit): no underutilized node it \
+                                 tolerates has room for it below its target",
+                                pod.namespace(),
+                                pod.name()
+                            )
+                        });
+                        continue;
+                    }
+                },
+            };
+            if !pre_eviction.passes(ctx, k) {
                 continue;
             }
-            let reason = describe.reason(cluster.node(source.node), source);
-            match ctx.propose_eviction(pod_id, &reason) {
-                Ok(()) => outcome.proposed += 1,
+            let with_target;
+            let reason = match (room.as_ref(), target) {
+                (Some(room), Some(target)) => {
+                    with_target = format!(
+                        "{node_reason}; node {} has room for it",
+                        cluster.node(room.node(target)).name()
+                    );
+                    &with_target
+                }
+                _ => &node_reason,
+            };
+            match ctx.propose_eviction(pod_id, reason) {
+                Ok(()) => {
+                    outcome.proposed += 1;
+                    if let (Some(room), Some(target)) = (room.as_mut(), target) {
+                        room.take(target);
+                    }
+                }
                 Err(Refusal::NodeLimit) => {
                     outcome.refused += 1;
                     continue 'nodes;
@@ -305,6 +357,47 @@ fn propose(
         }
     }
     Ok(outcome)
+}
+
+/// PreEvictionFilter verdicts for a node's removable pods, asked of the host a batch at a time
+/// as the loop reaches them. The filter has no side effects and its answer does not change
+/// within a run (proposed pods keep counting on their nodes), so this is descheduler's per-pod
+/// check with one host call per batch instead of one per pod; at most a batch of pods the loop
+/// never reaches is checked needlessly.
+struct PreEvictionBatches<'r> {
+    pods: &'r [u32],
+    passes: Vec<bool>,
+}
+
+impl<'r> PreEvictionBatches<'r> {
+    const BATCH: usize = 64;
+
+    fn new(pods: &'r [u32]) -> Self {
+        PreEvictionBatches {
+            pods,
+            passes: Vec::with_capacity(pods.len()),
+        }
+    }
+
+    /// Whether `pods[k]` passes PreEvictionFilter.
+    fn passes(&mut self, ctx: &mut Context<'_>, k: usize) -> bool {
+        while self.passes.len() <= k {
+            let start = self.passes.len();
+            let end = (start + Self::BATCH).min(self.pods.len());
+            let batch = &self.pods[start..end];
+            // The host answers the passing pods, in order: a subsequence of `batch`.
+            let passing = ctx.pre_eviction_filter(batch);
+            let mut next = passing.iter().peekable();
+            for &pod in batch {
+                let ok = next.peek().is_some_and(|&&p| p == pod);
+                if ok {
+                    next.next();
+                }
+                self.passes.push(ok);
+            }
+        }
+        self.passes[k]
+    }
 }
 
 /// descheduler's `extendedResourceNames`: the listed resources, then cpu, memory and pods.
@@ -516,15 +609,21 @@ fn eviction_order(pod: PodRef<'_>, prefer_no_eviction: Option<StrId>) -> (bool, 
 struct Destinations<'a> {
     /// One node per distinct taint list.
     representatives: Vec<NodeRef<'a>>,
-    /// Some destination has no taints at all: every pod passes.
-    any_untainted: bool,
+    /// Per destination, in the order given: the index of its taint list in `representatives`.
+    class: Vec<u32>,
+    /// Some destination passes every pod: it has no taints at all, or with `per_taint` no
+    /// NoSchedule/NoExecute taint.
+    any_open: bool,
+    /// `perTaintTolerations`: match each repelling taint instead of descheduler's count check.
+    per_taint: bool,
 }
 
 impl<'a> Destinations<'a> {
-    fn new(cluster: Cluster<'a>, nodes: impl Iterator<Item = u32>) -> Self {
+    fn new(cluster: Cluster<'a>, nodes: impl Iterator<Item = u32>, per_taint: bool) -> Self {
         let mut seen: Vec<Vec<(StrId, StrId, u8)>> = Vec::new();
         let mut representatives = Vec::new();
-        let mut any_untainted = false;
+        let mut class = Vec::new();
+        let mut any_open = false;
         for id in nodes {
             let node = cluster.node(id);
             let taints: Vec<(StrId, StrId, u8)> = node
@@ -540,26 +639,196 @@ impl<'a> Destinations<'a> {
                     (t.key.to_native(), t.value.to_native(), effect)
                 })
                 .collect();
-            if taints.is_empty() {
-                any_untainted = true;
+            // Effect 1 is PreferNoSchedule, which does not repel under `per_taint`.
+            if taints.iter().all(|t| per_taint && t.2 == 1) {
+                any_open = true;
             }
-            if !seen.contains(&taints) {
-                seen.push(taints);
-                representatives.push(node);
+            match seen.iter().position(|t| *t == taints) {
+                Some(c) => class.push(c as u32),
+                None => {
+                    class.push(seen.len() as u32);
+                    seen.push(taints);
+                    representatives.push(node);
+                }
             }
         }
         Destinations {
             representatives,
-            any_untainted,
+            class,
+            any_open,
+            per_taint,
         }
     }
 
-    /// descheduler's `PodToleratesTaints`: some destination whose taints are no more numerous than
-    /// the pod's tolerations has every taint (any effect) tolerated.
+    /// Some destination takes the pod, taint-wise. By default descheduler's `PodToleratesTaints`:
+    /// some destination whose taints are no more numerous than the pod's tolerations has every
+    /// taint (any effect) tolerated. With `per_taint`: some destination has each of its
+    /// NoSchedule/NoExecute taints tolerated.
     fn tolerated_by(&self, pod: PodRef<'_>) -> bool {
         // An untainted destination passes the count check and tolerates trivially.
-        self.any_untainted
-            || taints::tolerates_any_node_by_count(pod, self.representatives.iter().copied())
+        self.any_open
+            || self
+                .representatives
+                .iter()
+                .any(|&node| self.admits(pod, node))
+    }
+
+    /// Per taint list: whether the pod may go to a destination with it (into `out`).
+    fn tolerated_classes(&self, pod: PodRef<'_>, out: &mut Vec<bool>) {
+        out.clear();
+        out.extend(
+            self.representatives
+                .iter()
+                .map(|&node| self.admits(pod, node)),
+        );
+    }
+
+    fn admits(&self, pod: PodRef<'_>, node: NodeRef<'_>) -> bool {
+        if self.per_taint {
+            taints::tolerates_all(pod, node, REPELLING)
+        } else {
+            taints::tolerates_node_taints_by_count(pod, node)
+        }
+    }
+}
+
+/// The taint effects that keep a pod off a node.
+const REPELLING: &[TaintEffect] = &[TaintEffect::NoSchedule, TaintEffect::NoExecute];
+
+/// `targetResourceFit` (Rebalancer extension fixing descheduler #1237): the room left below the
+/// target on each destination, so a pod moves only when one destination alone can take it.
+///
+/// Columns: the plugin's resource slots (room = capacity capped at the node's high threshold −
+/// usage, as the pool counts it), then `extras` — other resources requested by pods on the
+/// overutilized nodes (room = allocatable − the requests of the node's non-terminal pods).
+/// Built once per pass, only when the option is on: one scan of the pods on the overutilized
+/// and underutilized nodes. Each candidate pod then costs one scan of the destinations.
+struct TargetRoom {
+    /// Per destination: its node id.
+    nodes: Vec<u32>,
+    /// Per destination: capped capacity of each resource slot (the score's denominators).
+    capped: Vec<i64>,
+    /// Per destination × column, milli-units.
+    room: Vec<i64>,
+    /// Resources requested on the overutilized nodes that the plugin does not track.
+    extras: Vec<StrId>,
+    width: usize,
+    slots: usize,
+    /// Scratch: the candidate pod's demand per column, and the taint lists it tolerates.
+    demand: Vec<i64>,
+    tolerated: Vec<bool>,
+}
+
+impl TargetRoom {
+    fn new(
+        cluster: Cluster<'_>,
+        nodes: &[NodeUsage],
+        under: &[usize],
+        over: &[usize],
+        resources: &[Resource],
+    ) -> Self {
+        let slots = resources.len();
+        let tracked = |id: StrId| resources.iter().any(|r| r.id == Some(id));
+        let mut extras: Vec<StrId> = Vec::new();
+        for &i in over {
+            for &pod in &nodes[i].pods {
+                for q in cluster.pod(pod).raw.requests.iter() {
+                    let r = q.resource.to_native();
+                    if !tracked(r) && !extras.contains(&r) {
+                        extras.push(r);
+                    }
+                }
+            }
+        }
+        let width = slots + extras.len();
+        let mut capped = Vec::with_capacity(under.len() * slots);
+        let mut room = Vec::with_capacity(under.len() * width);
+        for &i in under {
+            let n = &nodes[i];
+            capped.extend_from_slice(&n.capped);
+            room.extend(n.capped.iter().zip(&n.usage).map(|(c, u)| c - u));
+            let node = cluster.node(n.node);
+            let start = room.len();
+            room.extend(extras.iter().map(|&r| node.allocatable(r)));
+            if !extras.is_empty() {
+                for &pod in &n.pods {
+                    for q in cluster.pod(pod).raw.requests.iter() {
+                        let r = q.resource.to_native();
+                        if let Some(k) = extras.iter().position(|&x| x == r) {
+                            room[start + k] -= q.milli.to_native();
+                        }
+                    }
+                }
+            }
+        }
+        TargetRoom {
+            nodes: under.iter().map(|&i| nodes[i].node).collect(),
+            capped,
+            room,
+            extras,
+            width,
+            slots,
+            demand: Vec::with_capacity(width),
+            tolerated: Vec::new(),
+        }
+    }
+
+    /// The destination (index) for `pod`: among those whose taints it tolerates and that have
+    /// room for every resource it requests, the one with the largest free share of its capped
+    /// capacity summed over the plugin's resources (least-allocated style; ties: the first).
+    /// Leaves the pod's demand in `self.demand` for [`TargetRoom::take`].
+    fn target(
+        &mut self,
+        pod: PodRef<'_>,
+        resources: &[Resource],
+        destinations: &Destinations<'_>,
+    ) -> Option<usize> {
+        self.demand.clear();
+        self.demand.extend(resources.iter().map(|r| match r.kind {
+            Kind::Pods => 1000,
+            _ => r.id.map_or(0, |id| pod.request(id)),
+        }));
+        self.demand
+            .extend(self.extras.iter().map(|&id| pod.request(id)));
+        destinations.tolerated_classes(pod, &mut self.tolerated);
+        let mut best: Option<(usize, f64)> = None;
+        for (d, &class) in destinations.class.iter().enumerate() {
+            if !self.tolerated[class as usize] {
+                continue;
+            }
+            let room = &self.room[d * self.width..(d + 1) * self.width];
+            if self
+                .demand
+                .iter()
+                .zip(room)
+                .any(|(&want, &left)| want > 0 && want > left)
+            {
+                continue;
+            }
+            let capped = &self.capped[d * self.slots..(d + 1) * self.slots];
+            let score: f64 = room
+                .iter()
+                .zip(capped)
+                .filter(|&(_, &cap)| cap > 0)
+                .map(|(&left, &cap)| left as f64 / cap as f64)
+                .sum();
+            if best.is_none_or(|(_, s)| score > s) {
+                best = Some((d, score));
+            }
+        }
+        best.map(|(d, _)| d)
+    }
+
+    /// The pod last passed to [`TargetRoom::target`] goes to destination `d`.
+    fn take(&mut self, d: usize) {
+        let room = &mut self.room[d * self.width..(d + 1) * self.width];
+        for (left, want) in room.iter_mut().zip(&self.demand) {
+            *left -= want;
+        }
+    }
+
+    fn node(&self, d: usize) -> u32 {
+        self.nodes[d]
     }
 }
 

@@ -496,11 +496,8 @@ fn reasons_describe_the_node() {
         "node n1 is above its target utilization (cpu 80.0%, pods 80.0% of allocatable; targets \
          cpu 50%, pods 50%); 1 underutilized node (cpu ≤ 20%, pods ≤ 20%) has room for its pods"
     );
-    assert!(
-        run.proposals[1]
-            .reason
-            .contains("(cpu 70.0%, pods 70.0% of allocatable")
-    );
+    // The node's usage when it was picked, shared by all the pods it gives up.
+    assert_eq!(run.proposals[1].reason, run.proposals[0].reason);
 }
 
 #[test]
@@ -528,4 +525,258 @@ fn invalid_args_fail_the_run() {
         assert!(err.contains(want), "{args}: {err}");
         assert!(run.proposals.is_empty());
     }
+}
+
+/// Runs each case with `off` args and with `on` args; `want` is (evicted off, evicted on).
+fn check_option(
+    off: &str,
+    on: &str,
+    cases: Vec<(&str, TestCluster, &[&str], &[&str])>,
+) -> Vec<TestRun> {
+    let mut runs = Vec::new();
+    for (name, cluster, want_off, want_on) in cases {
+        for (args, want) in [(off, want_off), (on, want_on)] {
+            let run = run::<LowNodeUtilization>(&cluster, Balance, args);
+            if let Err(e) = &run.result {
+                panic!("{name} with {args}: policy failed: {e}");
+            }
+            assert_eq!(
+                run.evicted_names(),
+                want,
+                "{name} with {args}: refused {:?}, logs {:?}",
+                run.refused_names(),
+                run.log_messages()
+            );
+            runs.push(run);
+        }
+    }
+    runs
+}
+
+/// `targetResourceFit` (Rebalancer extension, descheduler #1237): off, the pooled room of all
+/// underutilized nodes is all that is checked; on, one destination must have the room.
+#[test]
+fn target_resource_fit_option() {
+    const ON: &str = r#"{"thresholds":{"cpu":20,"pods":20},"targetThresholds":{"cpu":50,"pods":50},
+        "targetResourceFit":true}"#;
+    const OFF_EXPLICIT: &str = r#"{"thresholds":{"cpu":20,"pods":20},
+        "targetThresholds":{"cpu":50,"pods":50},"targetResourceFit":false}"#;
+    // n2 and n3 at 20% (two 400m pods each): 1200m cpu and 3 pod slots of room each below 50%.
+    let two_under = || {
+        TestCluster::new()
+            .nodes([node("n1"), node("n2"), node("n3")])
+            .pods(fill("n2", "u", 2))
+            .pods(fill("n3", "v", 2))
+    };
+    let sized = |name: &str, cpu: &str| pod("web", name, "n1").cpu(cpu);
+    let runs = check_option(
+        CPU_PODS_20_50,
+        ON,
+        vec![
+            (
+                // n1: a 1600m pod + four 400m pods = 80%. The pool (2400m) takes the big pod,
+                // which alone brings n1 to 40%; no single node has 1600m of room, so with the
+                // option the small pods move instead, to the node with the most room each time.
+                "a pod bigger than any single destination's room",
+                two_under()
+                    .pod(sized("big", "1600m"))
+                    .pods(fill("n1", "x", 4)),
+                &["big"],
+                &["x1", "x2", "x3"],
+            ),
+            (
+                // Five 700m pods on n1 (87.5%). Each destination has room for one of them; the
+                // pool would take three. The chosen destination's room shrinks after each move.
+                "room is taken as pods move",
+                two_under().pods((1..=5).map(|i| sized(&format!("p{i}"), "700m"))),
+                &["p1", "p2", "p3"],
+                &["p1", "p2"],
+            ),
+            (
+                // The pool only tracks the thresholds' resources and cpu, memory, pods; with the
+                // option any other requested resource must fit a destination's allocatable too.
+                "an extended resource no destination has",
+                TestCluster::new()
+                    .nodes([node("n1").allocatable("example.com/gpu", "1"), node("n2")])
+                    .pod(pod("web", "gpu", "n1").request("example.com/gpu", "1"))
+                    .pods(fill("n1", "x", 7)),
+                &["gpu", "x1", "x2"],
+                &["x1", "x2", "x3"],
+            ),
+            (
+                "an extended resource a destination has",
+                TestCluster::new()
+                    .nodes([
+                        node("n1").allocatable("example.com/gpu", "1"),
+                        node("n2").allocatable("example.com/gpu", "1"),
+                    ])
+                    .pod(pod("web", "gpu", "n1").request("example.com/gpu", "1"))
+                    .pods(fill("n1", "x", 7)),
+                &["gpu", "x1", "x2"],
+                &["gpu", "x1", "x2"],
+            ),
+            (
+                // n2 has room but a taint the pod does not tolerate; n3 is tolerated but has
+                // 1200m of room for a 1600m pod. Off, the taint check and the pool pass
+                // separately.
+                "room must be on a destination the pod tolerates",
+                TestCluster::new()
+                    .nodes([
+                        node("n1"),
+                        node("n2").taint("dedicated", "db", NoSchedule),
+                        node("n3"),
+                    ])
+                    .pods(fill("n3", "v", 2))
+                    .pod(sized("big", "1600m"))
+                    .pods(fill("n1", "x", 4)),
+                &["big"],
+                &["x1", "x2", "x3"],
+            ),
+            (
+                "enough room everywhere: no difference",
+                base(),
+                &["a1", "a2", "a3"],
+                &["a1", "a2", "a3"],
+            ),
+        ],
+    );
+    // The explicit `false` is the default.
+    let run = run::<LowNodeUtilization>(
+        &two_under()
+            .pod(sized("big", "1600m"))
+            .pods(fill("n1", "x", 4)),
+        Balance,
+        OFF_EXPLICIT,
+    );
+    assert_eq!(run.evicted_names(), ["big"]);
+    // With the option on, reasons name the destination: n2 and n3 tie (first wins), then n3 has
+    // more room left, then they tie again.
+    let on = &runs[1];
+    let targets: Vec<&str> = on
+        .proposals
+        .iter()
+        .map(|p| p.reason.rsplit("; ").next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            "node n2 has room for it",
+            "node n3 has room for it",
+            "node n2 has room for it"
+        ]
+    );
+    assert!(
+        on.log_messages()
+            .iter()
+            .any(|m| m.contains("web/big stays (targetResourceFit)")),
+        "{:?}",
+        on.log_messages()
+    );
+    assert!(
+        on.log_messages()
+            .iter()
+            .any(|m| m.contains("1 kept for lack of room on a single destination")),
+        "{:?}",
+        on.log_messages()
+    );
+}
+
+/// `perTaintTolerations` (Rebalancer extension): off, descheduler's count check; on, each
+/// NoSchedule/NoExecute taint of some destination must be tolerated.
+#[test]
+fn per_taint_tolerations_option() {
+    const ON: &str = r#"{"thresholds":{"cpu":20,"pods":20},"targetThresholds":{"cpu":50,"pods":50},
+        "perTaintTolerations":true}"#;
+    let two_taints = || {
+        node("n2")
+            .taint("dedicated", "web", NoSchedule)
+            .taint("zone", "z", PreferNoSchedule)
+    };
+    check_option(
+        CPU_PODS_20_50,
+        ON,
+        vec![
+            (
+                "one wildcard toleration covers two taints",
+                TestCluster::new()
+                    .nodes([node("n1"), two_taints()])
+                    .pods(fill("n1", "x", 4))
+                    .pods(["wild1", "wild2"].map(|n| pod("web", n, "n1").tolerate_everything()))
+                    .pods(["both1", "both2"].map(|n| {
+                        pod("web", n, "n1")
+                            .toleration("dedicated", "web", Some(NoSchedule))
+                            .toleration_exists("zone", None)
+                    })),
+                &["both1", "both2"],
+                &["wild1", "wild2", "both1"],
+            ),
+            (
+                "PreferNoSchedule does not repel",
+                TestCluster::new()
+                    .nodes([node("n1"), node("n2").taint("zone", "z", PreferNoSchedule)])
+                    .pods(fill("n1", "x", 8)),
+                &[],
+                &["x1", "x2", "x3"],
+            ),
+            (
+                "a NoSchedule toleration alone is enough, without one for PreferNoSchedule",
+                TestCluster::new()
+                    .nodes([node("n1"), two_taints()])
+                    .pods(fill("n1", "x", 5))
+                    .pods(["web1", "web2", "web3"].map(|n| {
+                        pod("web", n, "n1")
+                            .toleration("dedicated", "web", Some(NoSchedule))
+                            .toleration_exists("other", None)
+                    })),
+                &[],
+                &["web1", "web2", "web3"],
+            ),
+            (
+                "NoExecute still repels",
+                TestCluster::new()
+                    .nodes([node("n1"), node("n2").taint("dedicated", "web", NoExecute)])
+                    .pods(fill("n1", "x", 4))
+                    .pods(["w1", "w2", "w3", "w4"].map(|n| {
+                        pod("web", n, "n1").toleration("dedicated", "web", Some(NoSchedule))
+                    })),
+                &[],
+                &[],
+            ),
+            (
+                "a toleration for another value does not match",
+                TestCluster::new()
+                    .nodes([node("n1"), node("n2").taint("dedicated", "web", NoSchedule)])
+                    .pods(fill("n1", "x", 4))
+                    .pods(["d1", "d2", "d3", "d4"].map(|n| {
+                        pod("web", n, "n1").toleration("dedicated", "db", Some(NoSchedule))
+                    })),
+                &[],
+                &[],
+            ),
+        ],
+    );
+    // Both options together: the destination search applies the per-taint check.
+    let both = r#"{"thresholds":{"cpu":20,"pods":20},"targetThresholds":{"cpu":50,"pods":50},
+        "perTaintTolerations":true,"targetResourceFit":true}"#;
+    let cluster = TestCluster::new()
+        .nodes([node("n1"), two_taints()])
+        .pods(fill("n1", "x", 4))
+        .pods(
+            ["wild1", "wild2", "wild3", "wild4"].map(|n| pod("web", n, "n1").tolerate_everything()),
+        );
+    let with_both = run::<LowNodeUtilization>(&cluster, Balance, both);
+    with_both.assert_ok();
+    assert_eq!(with_both.evicted_names(), ["wild1", "wild2", "wild3"]);
+    let fit_only = run::<LowNodeUtilization>(
+        &cluster,
+        Balance,
+        r#"{"thresholds":{"cpu":20,"pods":20},"targetThresholds":{"cpu":50,"pods":50},
+            "targetResourceFit":true}"#,
+    );
+    fit_only.assert_ok();
+    assert!(
+        fit_only.proposals.is_empty(),
+        "{:?}",
+        fit_only.evicted_names()
+    );
 }

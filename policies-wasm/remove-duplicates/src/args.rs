@@ -14,6 +14,19 @@ pub struct RemoveDuplicatesArgs {
     /// Namespaces whose pods are considered: `include` or `exclude`, not both.
     #[serde(default)]
     pub namespaces: Option<Namespaces>,
+    /// Rebalancer extension fixing descheduler #1237, off by default: propose a duplicate only
+    /// when another node of its feasible target set has room for its requests now (nodeFit's
+    /// resource check). Not serialized while off, so the args stay a valid descheduler document.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "is_false"
+    )]
+    pub target_resource_fit: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// descheduler's `api.Namespaces`.
@@ -36,6 +49,7 @@ where
 }
 
 /// `ValidateRemoveDuplicatesArgs`: at most one of include/exclude may be set.
+/// `targetResourceFit` is a plain boolean and combines with every other arg.
 pub fn validate(args: &RemoveDuplicatesArgs) -> Vec<ArgError> {
     let mut errors = Vec::new();
     if let Some(ns) = &args.namespaces
@@ -84,6 +98,20 @@ pub fn schema() -> serde_json::Value {
                     "required": ["include", "exclude"]
                 },
                 "default": null
+            },
+            "targetResourceFit": {
+                "description": "Rebalancer extension fixing descheduler #1237, off by default \
+                                (descheduler checks taints, nodeSelector and required node \
+                                affinity of the target nodes, not resources). When true, a \
+                                duplicate is proposed only if some other node of its feasible \
+                                target set has room for it now: for every resource the pod \
+                                requests, allocatable minus the requests of the node's \
+                                non-terminal pods (pods proposed earlier in the run still count) \
+                                must cover the request, and a pod slot must be free — the \
+                                resource part of descheduler's nodeFit. Duplicates without such \
+                                a node are kept.",
+                "type": ["boolean", "null"],
+                "default": false
             }
         }
     })
@@ -136,6 +164,21 @@ mod tests {
                 error: None,
             },
             Case {
+                name: "targetResourceFit on",
+                json: r#"{"targetResourceFit":true,"excludeOwnerKinds":["Job"]}"#,
+                error: None,
+            },
+            Case {
+                name: "targetResourceFit null",
+                json: r#"{"targetResourceFit":null}"#,
+                error: None,
+            },
+            Case {
+                name: "targetResourceFit not a boolean",
+                json: r#"{"targetResourceFit":"yes"}"#,
+                error: Some("invalid type: string \"yes\", expected a boolean"),
+            },
+            Case {
                 name: "both set",
                 json: r#"{"namespaces":{"include":["a"],"exclude":["b"]}}"#,
                 error: Some("namespaces: only one of Include/Exclude namespaces can be set"),
@@ -164,5 +207,28 @@ mod tests {
                 (got, want) => panic!("{}: got {got:?}, want error {want:?}", case.name),
             }
         }
+    }
+
+    #[test]
+    fn target_resource_fit_is_off_and_left_out_by_default() {
+        let off = serde_json::to_value(RemoveDuplicatesArgs::default()).expect("serializes");
+        assert_eq!(
+            off,
+            serde_json::json!({ "excludeOwnerKinds": [], "namespaces": null })
+        );
+        let on = parse(r#"{"targetResourceFit":true}"#).expect("valid");
+        assert!(on.target_resource_fit);
+        assert_eq!(
+            serde_json::to_value(&on).expect("serializes")["targetResourceFit"],
+            true
+        );
+        let schema = schema();
+        let option = &schema["properties"]["targetResourceFit"];
+        assert_eq!(option["default"], false);
+        assert!(
+            option["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("Rebalancer extension") && d.contains("#1237"))
+        );
     }
 }

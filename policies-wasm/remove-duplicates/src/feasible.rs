@@ -61,11 +61,26 @@ impl BitSet {
     pub fn clear(&mut self) {
         self.words.iter_mut().for_each(|w| *w = 0);
     }
+
+    /// The members, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &word)| {
+            let mut w = word;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let bit = w.trailing_zeros() as usize;
+                w &= w - 1;
+                Some(i * 64 + bit)
+            })
+        })
+    }
 }
 
 /// The (tolerations, selector) constraint of a pod, as two interned signature ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct Constraint {
+pub struct Constraint {
     tolerations: u32,
     selector: u32,
 }
@@ -166,6 +181,15 @@ impl<'a> Feasibility<'a> {
         let count = union.count();
         self.union = union;
         count
+    }
+
+    /// The pod's constraint and the nodes in scope it allows (taints tolerated, selector and
+    /// required affinity matched), by scope position. Those nodes belong to the owner's target
+    /// set only when there are at least two of them.
+    pub fn pod_nodes(&mut self, pod: u32) -> (Constraint, &BitSet, usize) {
+        let constraint = self.constraint_of(self.cluster.pod(pod));
+        let (bits, count) = self.constraint_nodes(constraint);
+        (constraint, bits, count)
     }
 
     fn constraint_of(&mut self, pod: PodRef<'a>) -> Constraint {

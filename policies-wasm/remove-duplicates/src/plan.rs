@@ -11,6 +11,9 @@
 //!    means nothing to do; else `upperAvg = ceil(occurrences / feasible)` and on each node the pods
 //!    beyond `upperAvg` are proposed, reacting to refusals like descheduler reacts to eviction
 //!    errors (node limit → next node, total limit → stop, anything else → next pod).
+//! 4. With `targetResourceFit` (Rebalancer extension, off by default; descheduler #1237), a
+//!    duplicate is proposed only when another node of its feasible set has room for its requests
+//!    now ([`crate::fit`]); otherwise it is kept and the next one is tried.
 //!
 //! Everything is keyed on integers (interned strings, pod/node indexes); strings are resolved
 //! only to write reasons. Owner keys are visited in order of first appearance and nodes in scope
@@ -21,6 +24,7 @@ use rebalancer_policy_sdk::{Cluster, Context, Refusal};
 
 use crate::args::{Namespaces, RemoveDuplicatesArgs};
 use crate::feasible::Feasibility;
+use crate::fit::TargetFit;
 use crate::intern::{FxHashMap, SliceInterner};
 
 /// One owner key: descheduler's `podOwner{namespace, kind, name, imagesHash}`.
@@ -106,6 +110,8 @@ pub struct Outcome {
     pub owners_with_duplicates: usize,
     pub proposed: usize,
     pub refused: usize,
+    /// Duplicates kept because no other feasible node has room for them (`targetResourceFit`).
+    pub no_room: usize,
 }
 
 pub fn balance(ctx: &mut Context<'_>, args: &RemoveDuplicatesArgs) -> Result<Outcome, String> {
@@ -142,6 +148,18 @@ fn propose(
     outcome.owners_with_duplicates = groups.len();
 
     let mut feasibility = Feasibility::new(cluster, &nodes);
+    // `targetResourceFit` (off by default): built only when asked for, so the default pass does
+    // no per-node resource accounting at all.
+    let mut fit = args.target_resource_fit.then(|| {
+        TargetFit::new(
+            cluster,
+            &nodes,
+            &position,
+            groups
+                .iter()
+                .flat_map(|g| g.duplicates.iter().map(|&(_, pod)| pod)),
+        )
+    });
     for group in &groups {
         let feasible = feasibility.target_node_count(group.duplicates.iter().map(|&(_, pod)| pod));
         if feasible < 2 {
@@ -167,8 +185,32 @@ fn propose(
                 describe_owner(cluster, &group.key),
                 node.name()
             );
-            for &(_, pod) in &on_node[upper_avg - 1..] {
-                match ctx.propose_eviction(pod, &reason) {
+            for &(pos, pod) in &on_node[upper_avg - 1..] {
+                let with_target;
+                let reason = match fit.as_mut() {
+                    None => &reason,
+                    Some(fit) => match fit.target(&mut feasibility, pod, pos) {
+                        Some(target) => {
+                            with_target =
+                                format!("{reason}; node {} has room for it", fit.node_name(target));
+                            &with_target
+                        }
+                        None => {
+                            outcome.no_room += 1;
+                            let p = cluster.pod(pod);
+                            details.log(ctx, || {
+                                format!(
+                                    "{}/{} kept (targetResourceFit): no other feasible node has \
+                                     room for its requests",
+                                    p.namespace(),
+                                    p.name()
+                                )
+                            });
+                            continue;
+                        }
+                    },
+                };
+                match ctx.propose_eviction(pod, reason) {
                     Ok(()) => outcome.proposed += 1,
                     Err(Refusal::NodeLimit) => {
                         outcome.refused += 1;

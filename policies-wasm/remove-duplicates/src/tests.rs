@@ -658,3 +658,161 @@ fn detail_logging_is_bounded() {
         "{messages:?}"
     );
 }
+
+/// `targetResourceFit` (Rebalancer extension, descheduler #1237): each scenario runs with the
+/// option off (descheduler's behaviour: resources are not looked at) and on.
+#[test]
+fn target_resource_fit_option() {
+    const ON: &str = r#"{"targetResourceFit":true}"#;
+    // A pod of ReplicaSet `owner` in `dev`.
+    let of = |owner: &str, name: &str, node: &str| {
+        TestPod::new("dev", name)
+            .on_node(node)
+            .owned_by("ReplicaSet", owner)
+            .cpu("100m")
+    };
+    let filler = |name: &str, node: &str, cpu: &str| {
+        TestPod::new("other", name)
+            .on_node(node)
+            .owned_by("ReplicaSet", name)
+            .cpu(cpu)
+    };
+    // (name, cluster, evicted with the option off, evicted with it on)
+    let cases: Vec<(&str, TestCluster, usize, usize)> = vec![
+        (
+            "the only other node is full: descheduler evicts anyway, the option keeps the pod",
+            TestCluster::new()
+                .node(TestNode::new("n1").cpu("2"))
+                .node(TestNode::new("n2").cpu("200m"))
+                .pods(replicas("p", "n1", 3))
+                .pod(filler("cpu-eater", "n2", "150m")),
+            1,
+            0,
+        ),
+        (
+            "the other node has room",
+            TestCluster::new()
+                .node(TestNode::new("n1").cpu("2"))
+                .node(TestNode::new("n2").cpu("200m"))
+                .pods(replicas("p", "n1", 3))
+                .pod(filler("cpu-saver", "n2", "100m")),
+            1,
+            1,
+        ),
+        (
+            "memory counts too",
+            TestCluster::new()
+                .node(TestNode::new("n1"))
+                .node(TestNode::new("n2").memory("1Gi"))
+                .pods(
+                    replicas("p", "n1", 3)
+                        .into_iter()
+                        .map(|p| p.memory("512Mi")),
+                )
+                .pod(filler("mem-eater", "n2", "10m").memory("768Mi")),
+            1,
+            0,
+        ),
+        (
+            "no free pod slot on the other node",
+            TestCluster::new()
+                .node(TestNode::new("n1"))
+                .node(TestNode::new("n2").pods(1))
+                .pods(replicas("p", "n1", 3))
+                .pod(filler("slot-taker", "n2", "10m")),
+            1,
+            0,
+        ),
+        (
+            "a terminal pod on the other node frees its requests",
+            TestCluster::new()
+                .node(TestNode::new("n1").cpu("2"))
+                .node(TestNode::new("n2").cpu("200m"))
+                .pods(replicas("p", "n1", 3))
+                .pod(filler("done", "n2", "200m").phase(PodPhase::Succeeded)),
+            1,
+            1,
+        ),
+        (
+            // (5,0,0) on three nodes: three go. n2 has room for one pod and n3 for none, but
+            // like nodeFit the check reserves nothing, so all three see n2's room.
+            "room is checked, not reserved",
+            TestCluster::new()
+                .node(TestNode::new("n1"))
+                .node(TestNode::new("n2").cpu("150m"))
+                .node(TestNode::new("n3").cpu("100m"))
+                .pods(replicas("p", "n1", 5))
+                .pod(filler("half", "n3", "50m")),
+            3,
+            3,
+        ),
+        (
+            // rs-a: three pods fill n2 and one of them goes to n1. rs-b: three pods on n1, one
+            // should go to n2 — but the proposed rs-a pod is still running there, so n2 is full.
+            "pods proposed earlier in the run still take room",
+            TestCluster::new()
+                .node(TestNode::new("n1"))
+                .node(TestNode::new("n2").cpu("300m"))
+                .pods(["a1", "a2", "a3"].map(|n| of("rs-a", n, "n2")))
+                .pods(["b1", "b2", "b3"].map(|n| of("rs-b", n, "n1"))),
+            2,
+            1,
+        ),
+        (
+            // The target must be feasible for the pod: n3 has room but a taint the pods do not
+            // tolerate, so it is not part of their target set.
+            "room on an infeasible node does not count",
+            TestCluster::new()
+                .node(TestNode::new("n1"))
+                .node(TestNode::new("n2").cpu("100m"))
+                .node(TestNode::new("n3").taint("dedicated", "db", NoSchedule))
+                .pods(replicas("p", "n1", 3))
+                .pod(filler("full", "n2", "100m")),
+            1,
+            0,
+        ),
+    ];
+    for (name, cluster, off, on) in cases {
+        for (args, want) in [
+            ("{}", off),
+            (r#"{"targetResourceFit":false}"#, off),
+            (ON, on),
+        ] {
+            let run = run::<RemoveDuplicates>(&cluster, Balance, args);
+            run.assert_ok();
+            assert_eq!(
+                run.proposals.len(),
+                want,
+                "{name} with {args}: proposed {:?}, logs {:?}",
+                run.evicted_names(),
+                run.log_messages()
+            );
+        }
+    }
+
+    // The reason names a node with room; the summary counts the pods kept.
+    let cluster = TestCluster::new()
+        .node(TestNode::new("n1").cpu("2"))
+        .node(TestNode::new("n2").cpu("200m"))
+        .pods(replicas("p", "n1", 3));
+    let first = run::<RemoveDuplicates>(&cluster, Balance, ON);
+    assert_eq!(
+        first.proposals[0].reason,
+        "3 pods of ReplicaSet dev/rs on node n1; at most 2 per node across 2 feasible nodes; node \
+         n2 has room for it"
+    );
+    let cluster = cluster.pod(filler("cpu-eater", "n2", "150m"));
+    let kept = run::<RemoveDuplicates>(&cluster, Balance, ON);
+    let logs = kept.log_messages();
+    assert!(
+        logs.iter()
+            .any(|m| m.contains("1 kept for lack of room elsewhere")),
+        "{logs:?}"
+    );
+    assert!(
+        logs.iter().any(|m| m.contains(
+            "dev/p3 kept (targetResourceFit): no other feasible node has room for its requests"
+        )),
+        "{logs:?}"
+    );
+}

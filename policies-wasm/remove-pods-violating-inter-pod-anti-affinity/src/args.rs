@@ -254,5 +254,13 @@ mod tests {
             serde_json::to_value(&on).expect("serializes")["includePreferredAntiAffinity"],
             true
         );
+        let schema = schema();
+        let option = &schema["properties"]["includePreferredAntiAffinity"];
+        assert_eq!(option["default"], false);
+        assert!(
+            option["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("Rebalancer extension") && d.contains("#250/#1125"))
+        );
     }
 }

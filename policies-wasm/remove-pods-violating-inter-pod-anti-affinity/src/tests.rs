@@ -748,3 +748,58 @@ fn invalid_args_fail_the_run() {
         assert!(err.contains(want), "{args}: {err}");
     }
 }
+
+/// `includePreferredAntiAffinity` (Rebalancer extension, descheduler #250/#1125) is off by
+/// default: a pod violating only a preferred term stays with `{}` and with an explicit `false`,
+/// and is evicted with the option on.
+#[test]
+fn preferred_option_is_off_by_default() {
+    let spread =
+        |name: &str, at: &str| app(name, "r", at).preferred_anti_affinity(50, avoid(HOST, "r"));
+    // (name, cluster, evicted with the option on)
+    let cases: Vec<(&str, TestCluster, &[&str])> = vec![
+        (
+            "a preferred term against another app on the same node",
+            TestCluster::new()
+                .nodes(nodes())
+                .pod(app("web", "web", "n1").preferred_anti_affinity(100, avoid(HOST, "db")))
+                .pod(app("db", "db", "n1")),
+            &["web"],
+        ),
+        (
+            "replicas preferring to spread over nodes",
+            TestCluster::new().nodes(nodes()).pods([
+                spread("r1", "n1"),
+                spread("r2", "n1"),
+                spread("r3", "n2"),
+            ]),
+            &["r1"],
+        ),
+        (
+            "a preferred zone term",
+            TestCluster::new().nodes(nodes()).pods([
+                app("r1", "r", "n1").preferred_anti_affinity(10, avoid(ZONE, "r")),
+                app("r2", "r", "n2").preferred_anti_affinity(10, avoid(ZONE, "r")),
+            ]),
+            &["r1"],
+        ),
+    ];
+    for (name, cluster, on) in cases {
+        for (args, want) in [
+            ("{}", &[][..]),
+            (r#"{"includePreferredAntiAffinity":false}"#, &[][..]),
+            (r#"{"includePreferredAntiAffinity":null}"#, &[][..]),
+            (r#"{"includePreferredAntiAffinity":true}"#, on),
+        ] {
+            let run = run::<Plugin>(&cluster, Deschedule, args);
+            run.assert_ok();
+            assert_eq!(
+                run.evicted_names(),
+                want,
+                "{name} with {args}: refused {:?}, logs {:?}",
+                run.refused_names(),
+                run.log_messages()
+            );
+        }
+    }
+}
