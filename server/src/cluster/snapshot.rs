@@ -4,6 +4,7 @@
 //! references, archive with rkyv) and [`ClusterSnapshot`] (the archive plus the JSON of every
 //! object behind a table row, shared with the object set, not copied).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -28,10 +29,12 @@ pub struct ClusterSnapshot {
     /// What was odd about the objects (parse and build warnings together).
     pub warnings: Vec<IngestWarning>,
     /// `model::to_bytes` output; private so that [`ClusterSnapshot::cluster`] can trust it.
-    archive: rkyv::util::AlignedVec,
-    store: Arc<JsonStore>,
-    /// Per [`ObjectKind`] table: where each row's JSON lives.
-    spans: [Vec<Span>; 6],
+    /// The `model::to_bytes` output, 16-byte aligned (an `AlignedVec` owned by the `Bytes`), so
+    /// every evaluation can hand it to a guest without copying it on the host.
+    archive: bytes::Bytes,
+    /// The JSON of every table row: shared with the object set while it is being persisted,
+    /// then compressed ([`ClusterSnapshot::compact_json`]).
+    json: RowJson,
     /// The evictor's indexes over this snapshot, built on first use.
     index: OnceLock<Arc<ClusterIndex>>,
 }
@@ -69,9 +72,9 @@ impl ClusterSnapshot {
         &self.archive
     }
 
-    /// The archive buffer itself (aligned).
-    pub fn archive(&self) -> &rkyv::util::AlignedVec {
-        &self.archive
+    /// The archive as a shared buffer: cloning it is a reference-count increment.
+    pub fn archive_shared(&self) -> bytes::Bytes {
+        self.archive.clone()
     }
 
     /// The full (trimmed) object behind row `index` of the `kind` table, as JSON; `kind` is the
@@ -79,13 +82,97 @@ impl ClusterSnapshot {
     /// `"PriorityClass"`, `"PersistentVolumeClaim"`).
     pub fn object_json(&self, kind: &str, index: u32) -> Option<String> {
         self.object_json_of(ObjectKind::from_kind(kind)?, index)
-            .map(str::to_owned)
+            .map(Cow::into_owned)
     }
 
-    /// Like [`ClusterSnapshot::object_json`], borrowed.
-    pub fn object_json_of(&self, kind: ObjectKind, index: u32) -> Option<&str> {
-        let span = *self.spans[kind.table()].get(index as usize)?;
-        Some(self.store.get(span))
+    /// Like [`ClusterSnapshot::object_json`], borrowed while the text is uncompressed.
+    pub fn object_json_of(&self, kind: ObjectKind, index: u32) -> Option<Cow<'_, str>> {
+        match &self.json {
+            RowJson::Shared { store, spans } => {
+                let span = *spans[kind.table()].get(index as usize)?;
+                Some(Cow::Borrowed(store.get(span)))
+            }
+            RowJson::Compressed(c) => c.get(kind.table(), index as usize).map(Cow::Owned),
+        }
+    }
+
+    /// Replace the shared document text by one lz4 block per table row. The object set keeps
+    /// the whole pushed document (420 MB for the reference cluster) alive for as long as the
+    /// snapshot shares it; compressed, the rows policies may ask for take about a fifth of
+    /// that. Call once the object set is no longer needed (it has been persisted).
+    pub fn compact_json(&mut self) {
+        if let RowJson::Shared { store, spans } = &self.json {
+            let compressed = CompressedRows::new(store, spans);
+            self.json = RowJson::Compressed(compressed);
+        }
+    }
+
+    /// Bytes held for the rows' JSON (compressed or, while shared, the rows' text).
+    pub fn json_bytes(&self) -> usize {
+        match &self.json {
+            RowJson::Shared { store, spans } => spans
+                .iter()
+                .flatten()
+                .map(|&span| store.get(span).len())
+                .sum(),
+            RowJson::Compressed(c) => c.data.len(),
+        }
+    }
+}
+
+/// Where the JSON of each table row is.
+enum RowJson {
+    /// In the object set's store (the pushed document), shared.
+    Shared {
+        store: Arc<JsonStore>,
+        /// Per [`ObjectKind`] table: where each row's JSON lives.
+        spans: [Vec<Span>; 6],
+    },
+    Compressed(CompressedRows),
+}
+
+/// Every row's JSON as an lz4 block in one buffer.
+struct CompressedRows {
+    data: Vec<u8>,
+    /// Per table, per row: where its block starts; a block ends where the next begins.
+    starts: [Vec<u64>; 6],
+    /// End of the last block of each table.
+    ends: [u64; 6],
+}
+
+impl CompressedRows {
+    fn new(store: &JsonStore, spans: &[Vec<Span>; 6]) -> Self {
+        // Kubernetes JSON compresses about 4–6× with lz4; reserve for 3× so the buffer is not
+        // grown (and copied) while the uncompressed document is still alive.
+        let total: usize = spans.iter().flatten().map(|&s| store.get(s).len()).sum();
+        let mut data: Vec<u8> = Vec::with_capacity(total / 3 + 4096);
+        let mut scratch = Vec::new();
+        let mut starts: [Vec<u64>; 6] = Default::default();
+        let mut ends = [0u64; 6];
+        for (table, rows) in spans.iter().enumerate() {
+            starts[table].reserve_exact(rows.len());
+            for &span in rows {
+                starts[table].push(data.len() as u64);
+                let text = store.get(span).as_bytes();
+                scratch.resize(lz4_flex::block::get_maximum_output_size(text.len()), 0);
+                let written = lz4_flex::block::compress_into(text, &mut scratch)
+                    .expect("the scratch buffer has the maximum output size");
+                data.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                data.extend_from_slice(&scratch[..written]);
+            }
+            ends[table] = data.len() as u64;
+        }
+        data.shrink_to_fit();
+        CompressedRows { data, starts, ends }
+    }
+
+    fn get(&self, table: usize, row: usize) -> Option<String> {
+        let starts = &self.starts[table];
+        let start = *starts.get(row)? as usize;
+        let end = starts.get(row + 1).copied().unwrap_or(self.ends[table]) as usize;
+        let bytes = lz4_flex::block::decompress_size_prepended(&self.data[start..end]).ok()?;
+        // Compressed from `str`s: valid UTF-8 unless memory was corrupted.
+        String::from_utf8(bytes).ok()
     }
 }
 
@@ -271,9 +358,11 @@ pub fn build_snapshot(
         time_ms,
         counts: objects.counts(),
         warnings,
-        archive,
-        store: objects.store.clone(),
-        spans,
+        archive: bytes::Bytes::from_owner(archive),
+        json: RowJson::Shared {
+            store: objects.store.clone(),
+            spans,
+        },
         index: OnceLock::new(),
     })
 }

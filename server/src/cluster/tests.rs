@@ -518,6 +518,38 @@ fn managed_fields_and_last_applied_are_trimmed() {
 }
 
 #[test]
+fn compacted_rows_answer_the_same_json() {
+    let mut snap = fixture();
+    let kinds = [
+        "Node",
+        "Pod",
+        "PodDisruptionBudget",
+        "Namespace",
+        "PriorityClass",
+        "PersistentVolumeClaim",
+    ];
+    let before: Vec<Vec<Option<String>>> = kinds
+        .iter()
+        .map(|k| (0..8).map(|i| snap.object_json(k, i)).collect())
+        .collect();
+    let shared = snap.json_bytes();
+    snap.compact_json();
+    let after: Vec<Vec<Option<String>>> = kinds
+        .iter()
+        .map(|k| (0..8).map(|i| snap.object_json(k, i)).collect())
+        .collect();
+    assert_eq!(before, after);
+    assert!(before.iter().flatten().filter(|j| j.is_some()).count() > 8);
+    assert!(
+        snap.json_bytes() > 0 && snap.json_bytes() < shared,
+        "{shared}"
+    );
+    // Compacting twice is a no-op.
+    snap.compact_json();
+    assert_eq!(before[1][0], snap.object_json("Pod", 0));
+}
+
+#[test]
 fn object_json_follows_table_indexes() {
     let snap = fixture();
     let c = snap.cluster();

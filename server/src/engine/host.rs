@@ -115,6 +115,11 @@ impl HostState {
         Ok(f(&mut evictor))
     }
 
+    /// The shared archive for `cluster.snapshot` (see `link_shared_snapshot`).
+    pub(super) fn snapshot_bytes(&mut self) -> wasmtime::Result<bytes::Bytes> {
+        Ok(self.session()?.snapshot.archive_shared())
+    }
+
     fn fail(&mut self, kind: &str, message: String) -> wasmtime::Error {
         let error = wasmtime::format_err!("{message}");
         self.abort = Some(PolicyFailure::new(kind, message));
@@ -138,6 +143,8 @@ impl cluster::Host for HostState {
         })
     }
 
+    /// Shadowed in the linker by `link_shared_snapshot`, which lowers the shared buffer without
+    /// this copy; kept because the generated trait requires it.
     fn snapshot(&mut self) -> wasmtime::Result<Vec<u8>> {
         Ok(self.session()?.snapshot.archive_bytes().to_vec())
     }
