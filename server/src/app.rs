@@ -50,6 +50,14 @@ pub struct AppState {
     /// Held (shared) by every [`AppState::detached`] task; shutdown takes it exclusively before
     /// closing the database, so no committed change is cut off half-way.
     in_flight: Arc<tokio::sync::RwLock<()>>,
+    /// Prometheus metrics (`/metrics`).
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Wakes the scheduler ([`crate::trigger::run_scheduler`]) after a schedule changed.
+    pub schedules_changed: Arc<tokio::sync::Notify>,
+    /// Where pod migrations act: the simulated backend (the cluster lives in the database).
+    pub backend: Arc<dyn crate::backend::Backend>,
+    /// The pod-migration executor's handle: wake it, read its knobs, abort through it.
+    pub executor: crate::executor::Executor,
 }
 
 impl AppState {
@@ -78,6 +86,9 @@ impl AppState {
 pub struct Clusters {
     snapshots: Arc<RwLock<HashMap<String, Arc<ClusterSnapshot>>>>,
     revision: Arc<AtomicU64>,
+    /// The revision of the latest snapshot put in place, announced to [`Clusters::subscribe`]rs
+    /// (the scheduler's change triggers).
+    changed: Arc<watch::Sender<u64>>,
 }
 
 impl Clusters {
@@ -85,11 +96,28 @@ impl Clusters {
         self.read().get(name).cloned()
     }
 
+    /// Put a cluster's new state in place, and wake whoever waits for changes.
     pub fn insert(&self, name: &str, snapshot: Arc<ClusterSnapshot>) {
+        let revision = snapshot.revision;
         self.snapshots
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(name.to_string(), snapshot);
+        self.changed.send_replace(revision);
+    }
+
+    /// Be told when any cluster's state changes (wake-ups only; read the state itself with
+    /// [`Clusters::revisions`]).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// The current revision of every loaded cluster.
+    pub fn revisions(&self) -> Vec<(String, u64)> {
+        self.read()
+            .iter()
+            .map(|(name, snapshot)| (name.clone(), snapshot.revision))
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -222,7 +250,15 @@ impl AppState {
             )
             .await?;
         let persist_ms = ms(persist_started);
+        // The object set holds the whole pushed document; once persisted, keep only the
+        // compressed rows.
         drop(objects);
+        let snapshot = tokio::task::spawn_blocking(move || {
+            let mut snapshot = snapshot;
+            snapshot.compact_json();
+            snapshot
+        })
+        .await?;
         let warning_count = snapshot.warnings.len();
         self.clusters.insert(name, Arc::new(snapshot));
         let outcome = IngestOutcome {
@@ -288,6 +324,14 @@ impl Server {
 /// Open the database, build the state, bind the listener and start serving; start-up continues
 /// in the background and flips the ready flag when done.
 pub async fn spawn(settings: Settings) -> anyhow::Result<Server> {
+    spawn_with_backend(settings, None).await
+}
+
+/// [`spawn`] with another backend than the simulated one (tests of the executor).
+pub async fn spawn_with_backend(
+    settings: Settings,
+    backend: Option<Arc<dyn crate::backend::Backend>>,
+) -> anyhow::Result<Server> {
     let settings = Arc::new(settings);
     let store = Store::open(&settings.database)
         .await
@@ -296,16 +340,29 @@ pub async fn spawn(settings: Settings) -> anyhow::Result<Server> {
         limits: settings.sandbox.clone(),
     })
     .context("starting the policy engine")?;
+    let clusters = Clusters::default();
+    let ingest_lock = Arc::new(Mutex::new(()));
+    let backend = backend.unwrap_or_else(|| {
+        Arc::new(crate::backend::SimulatedBackend::new(
+            store.clone(),
+            clusters.clone(),
+            ingest_lock.clone(),
+        ))
+    });
     let state = AppState {
         store,
         engine,
         registry: PolicyRegistry::default(),
-        clusters: Clusters::default(),
+        clusters,
+        backend,
+        executor: crate::executor::Executor::default(),
         ready: Arc::new(AtomicBool::new(false)),
         evaluations: Arc::new(Semaphore::new(settings.max_concurrent_evaluations.max(1))),
-        ingest_lock: Arc::new(Mutex::new(())),
+        ingest_lock,
         catalog_lock: Arc::new(Mutex::new(())),
         in_flight: Arc::new(tokio::sync::RwLock::new(())),
+        metrics: Arc::new(crate::metrics::Metrics::new()),
+        schedules_changed: Arc::new(tokio::sync::Notify::new()),
         settings: settings.clone(),
     };
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -374,6 +431,15 @@ async fn supervise(
     let mut serve = std::pin::pin!(serve.into_future());
     let mut startup = std::pin::pin!(start_up(state.clone()));
     let mut startup_done = false;
+    // Periodic and change-triggered runs, once start-up is done.
+    let mut scheduler = std::pin::pin!(crate::trigger::run_scheduler(state.clone()));
+    let mut scheduling = false;
+    // The pod-migration executor, once start-up is done; stops when serving stops.
+    let mut executor = std::pin::pin!(crate::executor::run(
+        state.clone(),
+        stop_serving.subscribe()
+    ));
+    let mut executing = false;
     let mut failure: Option<anyhow::Error> = None;
 
     loop {
@@ -389,6 +455,8 @@ async fn supervise(
                 match started {
                     Ok(()) => {
                         state.ready.store(true, Ordering::Release);
+                        scheduling = true;
+                        executing = true;
                         tracing::info!(
                             policies = state.registry.list().len(),
                             clusters = state.clusters.len(),
@@ -402,12 +470,29 @@ async fn supervise(
                     }
                 }
             }
+            () = &mut scheduler, if scheduling => {
+                scheduling = false;
+                failure.get_or_insert(anyhow::anyhow!("the scheduler stopped unexpectedly"));
+                let _ = stop_serving.send(true);
+            }
+            () = &mut executor, if executing => {
+                executing = false;
+                if !*stop_serving.borrow() {
+                    failure.get_or_insert(anyhow::anyhow!("the pod-migration executor stopped unexpectedly"));
+                    let _ = stop_serving.send(true);
+                }
+            }
             changed = shutdown.changed() => {
                 if changed.is_err() || *shutdown.borrow() {
                     let _ = stop_serving.send(true);
                 }
             }
         }
+    }
+    if executing {
+        // It was told to stop with the server: let it finish the step it is in.
+        let _ = stop_serving.send(true);
+        executor.await;
     }
     state.ready.store(false, Ordering::Release);
     // Let detached writes finish before the database closes.
@@ -427,6 +512,13 @@ async fn wait_true(mut rx: watch::Receiver<bool>) {
 
 /// Everything between an open database and a ready server.
 async fn start_up(state: AppState) -> anyhow::Result<()> {
+    crate::auth::bootstrap(
+        &state.store,
+        state.settings.admin_token.as_ref(),
+        &mut std::io::stdout(),
+    )
+    .await
+    .context("setting up the admin API token")?;
     let interrupted = state
         .store
         .fail_interrupted_runs("interrupted: the server stopped before the run finished")
@@ -437,6 +529,7 @@ async fn start_up(state: AppState) -> anyhow::Result<()> {
             "marked runs interrupted by a restart as failed"
         );
     }
+    crate::executor::load_config(&state).await?;
     register_builtins(&state).await?;
     load_user_policies(&state).await?;
     load_clusters(&state).await?;
@@ -527,7 +620,10 @@ async fn load_clusters(state: &AppState) -> anyhow::Result<()> {
                     json: o.body,
                 }
             }))?;
-            cluster::build_snapshot(&set, revision, time_ms)
+            let mut snapshot = cluster::build_snapshot(&set, revision, time_ms)?;
+            drop(set);
+            snapshot.compact_json();
+            Ok::<_, cluster::IngestError>(snapshot)
         })
         .await?;
         match built {

@@ -95,6 +95,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         work.path.join("bench.db"),
     );
     settings.demo = false;
+    settings.admin_token = Some(crate::config::Secret::new(client::TOKEN));
     settings.snapshot_body_limit = settings
         .snapshot_body_limit
         .max(usize::try_from(source.body.end - source.body.start)? + 1);
@@ -441,7 +442,7 @@ fn measure(
             bail!("run {} ended {}: {}", i + 1, run["status"], run["error"]);
         }
         let report = &run["report"];
-        proposals = report["proposals"].as_array().map_or(0, Vec::len);
+        proposals = report["proposalCount"].as_u64().map_or(0, |n| n as usize);
         for outcome in report["policies"].as_array().into_iter().flatten() {
             let key = (
                 outcome["pluginSet"]
@@ -1014,6 +1015,9 @@ mod client {
 
     use anyhow::{Context as _, bail};
 
+    /// The admin token the bench starts its server with and sends with every request.
+    pub const TOKEN: &str = "rb_bench-admin-token";
+
     pub enum Body<'a> {
         Empty,
         Bytes(&'a [u8]),
@@ -1068,7 +1072,7 @@ mod client {
         };
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: rebalancer-bench\r\n\
-             Accept: application/json\r\nAuthorization: Bearer bench\r\nContent-Type: {content_type}\r\n\
+             Accept: application/json\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: {content_type}\r\n\
              Content-Length: {length}\r\nConnection: close\r\n\r\n"
         );
         stream.write_all(head.as_bytes())?;

@@ -109,6 +109,58 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, env = "REBALANCER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    /// An admin API token that is valid for as long as it is set (kept hashed; a new value
+    /// replaces the previous one at start-up). Without it, the first start creates an admin
+    /// token and prints it once to standard output.
+    #[arg(long, env = "REBALANCER_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<Secret>,
+
+    /// How long a proposed decision can be approved (Go duration: `1h`, `30m`, `90s`); older
+    /// proposals expire.
+    #[arg(long, env = "REBALANCER_PROPOSAL_TTL", default_value = DEFAULT_PROPOSAL_TTL)]
+    pub proposal_ttl: String,
+}
+
+/// Default of `--proposal-ttl`.
+pub const DEFAULT_PROPOSAL_TTL: &str = "1h";
+
+/// A secret from the command line or environment: never shown by `Debug` or `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The secret itself; call only where it is used (hashing), never to log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+impl FromStr for Secret {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.is_empty() {
+            return Err("the token is empty".into());
+        }
+        if !s.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(
+                "a token may only contain visible ASCII characters (no spaces), as it \
+                        travels in an `Authorization: Bearer` header"
+                    .into(),
+            );
+        }
+        Ok(Secret(s.to_string()))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -129,6 +181,10 @@ pub struct Settings {
     pub sandbox: SandboxLimits,
     pub max_concurrent_evaluations: usize,
     pub log_format: LogFormat,
+    /// `--admin-token` / `REBALANCER_ADMIN_TOKEN`.
+    pub admin_token: Option<Secret>,
+    /// `--proposal-ttl` in milliseconds.
+    pub proposal_ttl_ms: i64,
 }
 
 /// A flag value that cannot work.
@@ -151,6 +207,8 @@ impl Settings {
             sandbox: SandboxLimits::default(),
             max_concurrent_evaluations: default_parallelism(),
             log_format: LogFormat::Text,
+            admin_token: None,
+            proposal_ttl_ms: 60 * 60 * 1000,
         }
     }
 }
@@ -227,6 +285,21 @@ impl TryFrom<ServeArgs> for Settings {
                 n => n,
             },
             log_format: args.log_format,
+            admin_token: args.admin_token,
+            proposal_ttl_ms: {
+                let nanos = rebalancer_policy_sdk::evictor::parse_go_duration(&args.proposal_ttl)
+                    .map_err(|message| ConfigError {
+                    flag: "proposal-ttl",
+                    message: format!("{message}: expected e.g. 1h, 30m or 90s"),
+                })?;
+                if nanos <= 0 {
+                    return Err(ConfigError {
+                        flag: "proposal-ttl",
+                        message: "must be greater than 0".into(),
+                    });
+                }
+                i64::try_from(nanos / 1_000_000).unwrap_or(i64::MAX)
+            },
         })
     }
 }
@@ -376,7 +449,27 @@ mod tests {
         ])
         .unwrap_err();
         assert!(err.contains("larger than --body-limit"), "{err}");
+        let with_token = parse(&["rebalancer", "--admin-token", "rb_secret"]).unwrap();
+        assert_eq!(
+            with_token.admin_token.as_ref().map(Secret::expose),
+            Some("rb_secret")
+        );
+        assert!(!format!("{with_token:?}").contains("rb_secret"));
+        assert!(defaults.admin_token.is_none());
+        let err = parse(&["rebalancer", "--admin-token", "two words"]).unwrap_err();
+        assert!(err.contains("visible ASCII"), "{err}");
         let err = parse(&["rebalancer", "--listen", "nowhere"]).unwrap_err();
         assert!(err.contains("--listen"), "{err}");
+    }
+
+    #[test]
+    fn proposal_ttl() {
+        assert_eq!(parse(&["rebalancer"]).unwrap().proposal_ttl_ms, 3_600_000);
+        let s = parse(&["rebalancer", "--proposal-ttl", "90s"]).unwrap();
+        assert_eq!(s.proposal_ttl_ms, 90_000);
+        let err = parse(&["rebalancer", "--proposal-ttl", "soon"]).unwrap_err();
+        assert!(err.contains("--proposal-ttl"), "{err}");
+        let err = parse(&["rebalancer", "--proposal-ttl", "0"]).unwrap_err();
+        assert!(err.contains("greater than 0"), "{err}");
     }
 }

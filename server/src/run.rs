@@ -40,6 +40,13 @@ pub struct RunReport {
     /// Why the cycle did nothing, when it was skipped.
     pub skipped: Option<String>,
     pub policies: Vec<PolicyOutcome>,
+    /// Proposals accepted in the whole cycle.
+    #[serde(default)]
+    pub proposal_count: usize,
+    /// The proposals themselves. Not serialised: a run stores them as its decisions
+    /// (`GET /api/v1/decisions?run={id}`), so the run object stays small on large clusters.
+    #[serde(skip)]
+    #[schema(ignore)]
     pub proposals: Vec<Proposal>,
     /// Wall time of the whole cycle, in milliseconds.
     pub duration_ms: f64,
@@ -287,6 +294,7 @@ fn cycle(
         nodes_in_scope: nodes.len() as u32,
         skipped: None,
         policies: Vec::new(),
+        proposal_count: 0,
         proposals: Vec::new(),
         duration_ms: 0.0,
         mode: mode.to_string(),
@@ -365,6 +373,7 @@ fn cycle(
             }
         })
         .collect();
+    report.proposal_count = report.proposals.len();
     report.duration_ms = ms(started.elapsed());
     Ok(report)
 }

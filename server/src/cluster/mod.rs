@@ -21,6 +21,8 @@
 mod convert;
 mod jsonpath;
 mod objects;
+pub mod pdb;
+pub mod scheduling;
 mod snapshot;
 mod utilization;
 mod wire;

@@ -43,6 +43,9 @@ pub struct NodeUtilization {
     pub percent: ResourcePercentages,
     /// Every pod bound to the node, terminal ones included.
     pub pod_count: u32,
+    /// Held by reservations for pods on their way here (not in `requested`); `pods` counts
+    /// the reservations. Filled in by the backend; zero in a bare snapshot summary.
+    pub reserved: ResourceAmounts,
 }
 
 fn bytes_from_milli(milli: i64) -> i64 {
@@ -107,6 +110,7 @@ pub fn node_utilization(cluster: Cluster<'_>) -> Vec<NodeUtilization> {
                 allocatable,
                 requested,
                 pod_count: counts[i],
+                reserved: ResourceAmounts::default(),
             }
         })
         .collect()

@@ -11,10 +11,12 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiPath, ApiQuery, DocumentFormat, document_format, read_body_limited};
 use super::{page_limit, timestamp};
 use crate::app::{AppState, IngestFailure};
+use crate::audit::{self, action, kind};
 use crate::cluster::{self, ClusterSnapshot, IngestError, IngestWarning, NodeUtilization};
 use crate::store::ClusterRecord;
 
@@ -197,6 +199,7 @@ fn ingest_error(err: IngestFailure) -> ApiError {
     ))]
 pub async fn put_snapshot(
     State(state): State<AppState>,
+    actor: Actor,
     ApiPath(name): ApiPath<String>,
     headers: HeaderMap,
     body: Body,
@@ -228,6 +231,22 @@ pub async fn put_snapshot(
     } else {
         StatusCode::OK
     };
+    let record = &outcome.record;
+    audit::record(
+        &state,
+        &actor,
+        action::SNAPSHOT_PUSH,
+        kind::CLUSTER,
+        &record.name,
+        Some(json!({
+            "created": outcome.created,
+            "revision": record.revision,
+            "nodes": record.node_count,
+            "pods": record.pod_count,
+            "objects": record.object_count,
+        })),
+    )
+    .await;
     Ok((
         status,
         Json(SnapshotResult {
@@ -302,9 +321,20 @@ pub async fn list_nodes(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<NodeList>, ApiError> {
     let snapshot = snapshot_of(&state, &name).await?;
-    let items = tokio::task::spawn_blocking(move || cluster::node_utilization(snapshot.cluster()))
+    let mut items =
+        tokio::task::spawn_blocking(move || cluster::node_utilization(snapshot.cluster()))
+            .await
+            .map_err(|e| ApiError::internal("node utilization task failed", e))?;
+    let mut reserved = state
+        .backend
+        .reserved(&name)
         .await
-        .map_err(|e| ApiError::internal("node utilization task failed", e))?;
+        .map_err(|e| ApiError::internal("reading the cluster's reservations failed", e))?;
+    for node in &mut items {
+        if let Some(amounts) = reserved.remove(&node.name) {
+            node.reserved = amounts;
+        }
+    }
     Ok(Json(NodeList { items }))
 }
 

@@ -1,14 +1,22 @@
-//! Decisions: every proposal of every run, filtered by run and status, paginated.
+//! Decisions: every proposal of every run (filtered, paginated), approving and rejecting them
+//! one by one or in bulk, and the auto-approve rules of a profile.
 
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
+use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiPath, ApiQuery};
+use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
 use super::{page_limit, timestamp};
 use crate::app::AppState;
-use crate::store::{DecisionFilter, DecisionRecord, DecisionStatus};
+use crate::approval::{self, AutoApproveRules, RuleError};
+use crate::audit::{self, action, kind};
+use crate::store::{
+    Approval, DecisionEvent, DecisionFilter, DecisionRecord, DecisionStatus, MigrationFilter,
+    MigrationTemplate,
+};
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PodIdentity {
@@ -22,7 +30,11 @@ pub struct PodIdentity {
 #[serde(rename_all = "camelCase")]
 pub struct DecisionView {
     pub id: i64,
+    /// `proposed → approved | rejected | expired → executing → succeeded | failed`.
     pub status: DecisionStatus,
+    /// Why it ended where it did (e.g. `stale: pod shop/web-1 (uid …) no longer exists`), for
+    /// expired, rejected and failed decisions.
+    pub status_reason: Option<String>,
     pub pod: PodIdentity,
     /// The node the pod was on when proposed.
     pub node: String,
@@ -41,6 +53,29 @@ pub struct DecisionView {
     pub updated_at: String,
 }
 
+/// One status change: who moved the decision, when, with what comment.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct DecisionTransition {
+    pub time: String,
+    pub from: DecisionStatus,
+    pub to: DecisionStatus,
+    /// A token name, `auto-approve:<rule>`, `system:expiry` or `system:executor`.
+    pub actor: String,
+    pub comment: Option<String>,
+}
+
+/// A decision with its history and its pod migration.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionDetail {
+    #[serde(flatten)]
+    pub decision: DecisionView,
+    /// Every status change, oldest first.
+    pub history: Vec<DecisionTransition>,
+    /// The pod migration executing it, once approved (`GET /api/v1/pod-migrations/{id}`).
+    pub pod_migration: Option<i64>,
+}
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DecisionList {
     pub items: Vec<DecisionView>,
@@ -55,16 +90,27 @@ pub struct DecisionQuery {
     pub run: Option<i64>,
     /// Only decisions in this status.
     pub status: Option<DecisionStatus>,
+    /// Only proposals of this plugin.
+    pub plugin: Option<String>,
+    /// Only pods in this namespace.
+    pub namespace: Option<String>,
+    /// Only pods proposed on this node.
+    pub node: Option<String>,
+    /// Only this cluster.
+    pub cluster: Option<String>,
+    /// Only this profile.
+    pub profile: Option<String>,
     /// Page size (default 100, at most 1000).
     pub limit: Option<u32>,
     /// The `next` value of the previous page.
     pub cursor: Option<String>,
 }
 
-fn view(d: DecisionRecord) -> DecisionView {
+pub(crate) fn view(d: DecisionRecord) -> DecisionView {
     DecisionView {
         id: d.id,
         status: d.status,
+        status_reason: d.status_reason,
         pod: PodIdentity {
             namespace: d.pod_namespace,
             name: d.pod_name,
@@ -80,6 +126,35 @@ fn view(d: DecisionRecord) -> DecisionView {
         created_at: timestamp(d.created_at),
         updated_at: timestamp(d.updated_at),
     }
+}
+
+fn transition(e: DecisionEvent) -> DecisionTransition {
+    DecisionTransition {
+        time: timestamp(e.time),
+        from: e.from,
+        to: e.to,
+        actor: e.actor,
+        comment: e.comment,
+    }
+}
+
+async fn detail(state: &AppState, d: DecisionRecord) -> Result<DecisionDetail, ApiError> {
+    let history = state.store.decision_events(d.id).await?;
+    let (migrations, _) = state
+        .store
+        .list_pod_migrations(
+            &MigrationFilter {
+                decision: Some(d.id),
+                ..MigrationFilter::default()
+            },
+            1,
+        )
+        .await?;
+    Ok(DecisionDetail {
+        decision: view(d),
+        history: history.into_iter().map(transition).collect(),
+        pod_migration: migrations.first().map(|m| m.id),
+    })
 }
 
 /// Decisions in the order they were proposed.
@@ -109,6 +184,12 @@ pub async fn list_decisions(
     let filter = DecisionFilter {
         run: query.run,
         status: query.status,
+        plugin: query.plugin,
+        namespace: query.namespace,
+        node: query.node,
+        cluster: query.cluster,
+        profile: query.profile,
+        ids: None,
         after,
     };
     let (items, next) = state.store.list_decisions(&filter, limit).await?;
@@ -118,16 +199,398 @@ pub async fn list_decisions(
     }))
 }
 
-/// One decision.
+/// One decision, with every status change (who, when, comment) and its pod migration.
 #[utoipa::path(get, path = "/api/v1/decisions/{id}", tag = "decisions",
     params(("id" = i64, Path, description = "Decision id")),
     responses(
-        (status = 200, body = DecisionView),
+        (status = 200, body = DecisionDetail),
         (status = 404, body = ErrorBody),
     ))]
 pub async fn get_decision(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<i64>,
-) -> Result<Json<DecisionView>, ApiError> {
-    Ok(Json(view(state.store.get_decision(id).await?)))
+) -> Result<Json<DecisionDetail>, ApiError> {
+    let d = state.store.get_decision(id).await?;
+    Ok(Json(detail(&state, d).await?))
+}
+
+/// Optional body of approve and reject.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionComment {
+    /// Recorded with the status change and in the audit log.
+    #[schema(example = "moving off the hot node before the sale")]
+    pub comment: Option<String>,
+}
+
+/// The comment of an optional JSON body (an empty body means none).
+fn comment_of(body: &[u8]) -> Result<Option<String>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let parsed: DecisionComment = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_request",
+            format!("the body must be empty or {{\"comment\": \"...\"}}: {e}"),
+        )
+    })?;
+    Ok(parsed.comment.filter(|c| !c.trim().is_empty()))
+}
+
+fn not_proposed(d: &DecisionRecord, verb: &str) -> ApiError {
+    let mut message = format!(
+        "decision {} is {}, not proposed: only proposed decisions can be {verb}",
+        d.id,
+        d.status.as_str()
+    );
+    if let Some(reason) = &d.status_reason {
+        message.push_str(&format!(" ({reason})"));
+    }
+    ApiError::conflict("not_proposed", message)
+        .with_details(json!({"status": d.status, "statusReason": d.status_reason}))
+}
+
+fn dry_run(d: &DecisionRecord) -> ApiError {
+    ApiError::conflict(
+        "dry_run",
+        format!(
+            "decision {} was proposed by dry run {}: decisions of dry runs can never be \
+             approved; start a run without dryRun",
+            d.id, d.run_id
+        ),
+    )
+    .with_details(json!({"status": d.status, "run": d.run_id}))
+}
+
+/// Approve a proposed decision: its pod migration is created at once (exactly one, however
+/// many approvals race) and the executor starts it when arbitration allows. A proposal past
+/// the proposal TTL is marked `expired` instead (409).
+#[utoipa::path(post, path = "/api/v1/decisions/{id}/approve", tag = "decisions",
+    params(("id" = i64, Path, description = "Decision id")),
+    request_body(content = Option<DecisionComment>, description = "Optional comment"),
+    responses(
+        (status = 200, description = "Approved: the decision, now `approved`", body = DecisionDetail),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "Not `proposed` (details.status says what it is), or \
+            proposed by a dry run", body = ErrorBody),
+    ))]
+pub async fn approve_decision(
+    State(state): State<AppState>,
+    actor: Actor,
+    ApiPath(id): ApiPath<i64>,
+    RawBody(body): RawBody,
+) -> Result<Json<DecisionDetail>, ApiError> {
+    let comment = comment_of(&body)?;
+    let work = {
+        let state = state.clone();
+        async move {
+            let (mode, ttl_ms) = approval::template(&state);
+            let outcome = state
+                .store
+                .approve_decision(
+                    id,
+                    &actor.name,
+                    comment.as_deref(),
+                    approval::expire_before(&state),
+                    MigrationTemplate {
+                        mode: &mode,
+                        ttl_ms,
+                    },
+                )
+                .await?;
+            match outcome {
+                Approval::Approved {
+                    decision,
+                    pod_migration,
+                } => {
+                    state.executor.wake();
+                    tracing::info!(decision = id, pod_migration, actor = %actor.name, "decision approved");
+                    audit::record(
+                        &state,
+                        &actor,
+                        action::DECISION_APPROVE,
+                        kind::DECISION,
+                        &id.to_string(),
+                        Some(json!({"comment": comment, "podMigration": pod_migration})),
+                    )
+                    .await;
+                    Ok(Json(detail(&state, decision).await?))
+                }
+                Approval::NotProposed(d) => Err(not_proposed(&d, "approved")),
+                Approval::DryRun(d) => Err(dry_run(&d)),
+            }
+        }
+    };
+    state
+        .detached(work)
+        .await
+        .map_err(|e| ApiError::internal("approval task failed", e))?
+}
+
+/// Reject a proposed decision.
+#[utoipa::path(post, path = "/api/v1/decisions/{id}/reject", tag = "decisions",
+    params(("id" = i64, Path, description = "Decision id")),
+    request_body(content = Option<DecisionComment>, description = "Optional comment"),
+    responses(
+        (status = 200, description = "Rejected: the decision, now `rejected`", body = DecisionDetail),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "Not `proposed` (details.status says what it is)", body = ErrorBody),
+    ))]
+pub async fn reject_decision(
+    State(state): State<AppState>,
+    actor: Actor,
+    ApiPath(id): ApiPath<i64>,
+    RawBody(body): RawBody,
+) -> Result<Json<DecisionDetail>, ApiError> {
+    let comment = comment_of(&body)?;
+    let work = {
+        let state = state.clone();
+        async move {
+            match state
+                .store
+                .reject_decision(
+                    id,
+                    &actor.name,
+                    comment.as_deref(),
+                    approval::expire_before(&state),
+                )
+                .await?
+            {
+                Ok(decision) => {
+                    audit::record(
+                        &state,
+                        &actor,
+                        action::DECISION_REJECT,
+                        kind::DECISION,
+                        &id.to_string(),
+                        Some(json!({"comment": comment})),
+                    )
+                    .await;
+                    Ok(Json(detail(&state, decision).await?))
+                }
+                Err(d) => Err(not_proposed(&d, "rejected")),
+            }
+        }
+    };
+    state
+        .detached(work)
+        .await
+        .map_err(|e| ApiError::internal("rejection task failed", e))?
+}
+
+/// Which decisions a bulk approval takes: every field given narrows; at least one is needed.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BulkApprove {
+    pub run: Option<i64>,
+    pub plugin: Option<String>,
+    pub namespace: Option<String>,
+    pub node: Option<String>,
+    pub cluster: Option<String>,
+    pub profile: Option<String>,
+    /// Explicit decision ids.
+    pub ids: Option<Vec<i64>>,
+    /// Recorded with every status change and in the audit log.
+    pub comment: Option<String>,
+}
+
+/// What a bulk approval did.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BulkApproveResult {
+    /// Decisions matching the filter, whatever their status.
+    pub matched: u64,
+    /// Approved by this call (each got a pod migration).
+    pub approved: u64,
+    /// Proposals past the proposal TTL, marked expired instead.
+    pub expired: u64,
+    /// Proposals of dry runs (never approvable).
+    pub dry_run: u64,
+    /// Matched but no longer proposed (approved, rejected… before).
+    pub already_decided: u64,
+    /// Ids of the decisions approved.
+    pub ids: Vec<i64>,
+}
+
+/// Approve every proposed decision matching a filter (`run`, `plugin`, `namespace`, `node`,
+/// `cluster`, `profile`, `ids`), in one transaction; each gets its pod migration.
+#[utoipa::path(post, path = "/api/v1/decisions/approve", tag = "decisions",
+    request_body = BulkApprove,
+    responses(
+        (status = 200, body = BulkApproveResult),
+        (status = 400, description = "No filter field given", body = ErrorBody),
+    ))]
+pub async fn approve_decisions(
+    State(state): State<AppState>,
+    actor: Actor,
+    ApiJson(request): ApiJson<BulkApprove>,
+) -> Result<Json<BulkApproveResult>, ApiError> {
+    let filter = DecisionFilter {
+        run: request.run,
+        status: None,
+        plugin: request.plugin,
+        namespace: request.namespace,
+        node: request.node,
+        cluster: request.cluster,
+        profile: request.profile,
+        ids: request.ids,
+        after: None,
+    };
+    if filter.run.is_none()
+        && filter.plugin.is_none()
+        && filter.namespace.is_none()
+        && filter.node.is_none()
+        && filter.cluster.is_none()
+        && filter.profile.is_none()
+        && filter.ids.is_none()
+    {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "give at least one of run, plugin, namespace, node, cluster, profile or ids: \
+             approving every proposal at once needs an explicit filter",
+        ));
+    }
+    let comment = request.comment.filter(|c| !c.trim().is_empty());
+    let work = {
+        let state = state.clone();
+        async move {
+            let (mode, ttl_ms) = approval::template(&state);
+            let outcome = state
+                .store
+                .approve_matching(
+                    &filter,
+                    &actor.name,
+                    comment.as_deref(),
+                    approval::expire_before(&state),
+                    MigrationTemplate {
+                        mode: &mode,
+                        ttl_ms,
+                    },
+                )
+                .await?;
+            if !outcome.approved.is_empty() {
+                state.executor.wake();
+            }
+            for id in &outcome.approved {
+                audit::record(
+                    &state,
+                    &actor,
+                    action::DECISION_APPROVE,
+                    kind::DECISION,
+                    &id.to_string(),
+                    Some(json!({"comment": comment, "bulk": true})),
+                )
+                .await;
+            }
+            let approved = outcome.approved.len() as u64;
+            Ok::<_, ApiError>(Json(BulkApproveResult {
+                matched: outcome.matched,
+                approved,
+                expired: outcome.expired,
+                dry_run: outcome.dry_run,
+                already_decided: outcome
+                    .matched
+                    .saturating_sub(approved + outcome.expired + outcome.dry_run),
+                ids: outcome.approved,
+            }))
+        }
+    };
+    state
+        .detached(work)
+        .await
+        .map_err(|e| ApiError::internal("bulk approval task failed", e))?
+}
+
+/// Audit action of replacing a profile's auto-approve rules (alongside `crate::audit::action`).
+const AUTO_APPROVE_PUT: &str = "profile.auto-approve";
+
+/// A profile's auto-approve rules.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoApproveView {
+    pub profile: String,
+    #[serde(flatten)]
+    pub rules: AutoApproveRules,
+    /// When the rules were last replaced; null when never set.
+    pub updated_at: Option<String>,
+}
+
+/// The auto-approve rules of a profile (empty when none were set).
+#[utoipa::path(get, path = "/api/v1/profiles/{name}/auto-approve", tag = "decisions",
+    params(("name" = String, Path, description = "Profile name")),
+    responses(
+        (status = 200, body = AutoApproveView),
+        (status = 404, body = ErrorBody),
+    ))]
+pub async fn get_auto_approve(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<AutoApproveView>, ApiError> {
+    state.store.get_profile(&name).await?;
+    let stored = state.store.auto_approve_rules(&name).await?;
+    let rules = approval::rules_of(&state, &name).await?;
+    Ok(Json(AutoApproveView {
+        profile: name,
+        rules,
+        updated_at: stored.map(|(_, at)| timestamp(at)),
+    }))
+}
+
+/// Replace the auto-approve rules of a profile. After every run of the profile, each of its
+/// proposals that matches a rule (plugin, namespace, pod label selector; first match wins) is
+/// approved by `auto-approve:<rule>`. Dry runs are never auto-approved. `{"rules": []}` turns
+/// auto-approval off.
+#[utoipa::path(put, path = "/api/v1/profiles/{name}/auto-approve", tag = "decisions",
+    params(("name" = String, Path, description = "Profile name")),
+    request_body = AutoApproveRules,
+    responses(
+        (status = 200, body = AutoApproveView),
+        (status = 404, body = ErrorBody),
+        (status = 422, description = "A rule cannot work; details lists every problem", body = ErrorBody),
+    ))]
+pub async fn put_auto_approve(
+    State(state): State<AppState>,
+    actor: Actor,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(rules): ApiJson<AutoApproveRules>,
+) -> Result<Json<AutoApproveView>, ApiError> {
+    let errors: Vec<RuleError> = rules.validate();
+    if !errors.is_empty() {
+        let summary = errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(ApiError::unprocessable(
+            "invalid_rules",
+            format!("the auto-approve rules cannot be used: {summary}"),
+        )
+        .with_details(json!({ "errors": errors })));
+    }
+    let json = serde_json::to_value(&rules)
+        .map_err(|e| ApiError::internal("serialising auto-approve rules", e))?;
+    let work = {
+        let state = state.clone();
+        async move {
+            let at = state.store.put_auto_approve_rules(&name, &json).await?;
+            audit::record(
+                &state,
+                &actor,
+                AUTO_APPROVE_PUT,
+                kind::PROFILE,
+                &name,
+                Some(json!({"autoApprove": json})),
+            )
+            .await;
+            Ok::<_, ApiError>(Json(AutoApproveView {
+                profile: name,
+                rules,
+                updated_at: Some(timestamp(at)),
+            }))
+        }
+    };
+    state
+        .detached(work)
+        .await
+        .map_err(|e| ApiError::internal("auto-approve storage task failed", e))?
 }

@@ -7,17 +7,25 @@
 //! Must not: hold SQL or domain rules; handlers call `store`, `engine`, `profile`, `run` and
 //! `app` and translate their errors.
 //!
-//! Every `/api/v1` route accepts `Authorization: Bearer <token>`; tokens are not checked yet
-//! (roles arrive with approvals), so the header is documented as optional and ignored.
+//! Every `/api/v1` route needs `Authorization: Bearer <token>` with the role [`auth`] assigns
+//! to it (viewer reads, approver approves/rejects/aborts, admin changes everything else);
+//! `/healthz`, `/readyz`, `/metrics`, the docs and the web UI are public.
 
+pub mod audit;
+pub mod auth;
 pub mod clusters;
 pub mod decisions;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod metrics;
+pub mod pod_migrations;
 pub mod policies;
 pub mod profiles;
 pub mod runs;
+pub mod schedules;
+pub mod tokens;
+pub mod ui;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -59,12 +67,17 @@ pub const DOCS_PATH: &str = "/docs";
         (name = "policies", description = "WebAssembly policy modules (built-in and uploaded)"),
         (name = "profiles", description = "Profiles: DeschedulerPolicy (descheduler/v1alpha2) documents"),
         (name = "runs", description = "Evaluations of a profile over a cluster"),
-        (name = "decisions", description = "Proposed pod moves and their status"),
+        (name = "decisions", description = "Proposed pod moves: approve, reject (one or in bulk), auto-approve rules"),
+        (name = "pod-migrations", description = "Pod migrations of approved decisions: phases, events, abort; arbitration knobs"),
+        (name = "schedules", description = "Runs started periodically or after cluster changes"),
+        (name = "tokens", description = "API tokens and their roles (admin)"),
+        (name = "audit", description = "Who did what to which object, when (append-only)"),
     )
 )]
 struct ApiDoc;
 
-/// Documents the (optional, not yet enforced) bearer token.
+/// Documents the bearer token: required on `/api/v1` with a role per operation, absent on the
+/// public endpoints.
 struct BearerAuth;
 
 impl utoipa::Modify for BearerAuth {
@@ -76,16 +89,19 @@ impl utoipa::Modify for BearerAuth {
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some(
-                        "Accepted on every /api/v1 call and not checked yet; roles (viewer, \
-                         approver, admin) come with approvals.",
+                        "An API token (`rb_…`), required on every /api/v1 call. Roles: viewer \
+                         (read), approver (viewer + approve/reject decisions, abort pod \
+                         migrations), admin (everything). Missing or invalid → 401; role too \
+                         low → 403. The first start prints an admin token (or set \
+                         REBALANCER_ADMIN_TOKEN); create more with POST /api/v1/tokens.",
                     ))
                     .build(),
             ),
         );
-        openapi.security = Some(vec![
-            SecurityRequirement::new("bearer", Vec::<String>::new()),
-            SecurityRequirement::default(),
-        ]);
+        openapi.security = Some(vec![SecurityRequirement::new(
+            "bearer",
+            Vec::<String>::new(),
+        )]);
     }
 }
 
@@ -117,6 +133,35 @@ fn api_routes(body_limit: usize) -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(runs::get_run))
         .routes(utoipa_axum::routes!(decisions::list_decisions))
         .routes(utoipa_axum::routes!(decisions::get_decision))
+        .routes(utoipa_axum::routes!(decisions::approve_decision))
+        .routes(utoipa_axum::routes!(decisions::reject_decision))
+        .routes(utoipa_axum::routes!(decisions::approve_decisions))
+        .routes(utoipa_axum::routes!(
+            decisions::get_auto_approve,
+            decisions::put_auto_approve
+        ))
+        .routes(utoipa_axum::routes!(pod_migrations::list_pod_migrations))
+        .routes(utoipa_axum::routes!(pod_migrations::get_pod_migration))
+        .routes(utoipa_axum::routes!(pod_migrations::abort_pod_migration))
+        .routes(utoipa_axum::routes!(
+            pod_migrations::get_arbitration,
+            pod_migrations::put_arbitration
+        ))
+        .routes(utoipa_axum::routes!(
+            schedules::create_schedule,
+            schedules::list_schedules
+        ))
+        .routes(utoipa_axum::routes!(
+            schedules::get_schedule,
+            schedules::put_schedule,
+            schedules::delete_schedule
+        ))
+        .routes(utoipa_axum::routes!(
+            tokens::create_token,
+            tokens::list_tokens
+        ))
+        .routes(utoipa_axum::routes!(tokens::delete_token))
+        .routes(utoipa_axum::routes!(audit::list_audit))
         .layer(DefaultBodyLimit::max(body_limit));
     snapshot.merge(rest)
 }
@@ -125,24 +170,36 @@ fn all_routes(body_limit: usize) -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(utoipa_axum::routes!(health::healthz))
         .routes(utoipa_axum::routes!(health::readyz))
+        .routes(utoipa_axum::routes!(metrics::metrics))
         .merge(api_routes(body_limit))
 }
 
 /// The OpenAPI document of the API.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    all_routes(crate::config::DEFAULT_BODY_LIMIT.0 as usize).into_openapi()
+    let mut openapi = all_routes(crate::config::DEFAULT_BODY_LIMIT.0 as usize).into_openapi();
+    auth::document_roles(&mut openapi);
+    openapi
 }
 
 /// The whole HTTP application.
 pub fn router(state: AppState) -> Router {
     let health = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(utoipa_axum::routes!(health::healthz))
-        .routes(utoipa_axum::routes!(health::readyz));
+        .routes(utoipa_axum::routes!(health::readyz))
+        .routes(utoipa_axum::routes!(metrics::metrics));
+    // Readiness first (503 during start-up, whatever the token), then the token and role.
     let api = api_routes(state.settings.body_limit)
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authorize,
+        ))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_ready));
-    let (router, openapi) = health.merge(api).split_for_parts();
+    let (router, mut openapi) = health.merge(api).split_for_parts();
+    auth::document_roles(&mut openapi);
     router
         .merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, openapi))
+        // The web UI (`/`, `/ui/*`): public static files, outside `/api/v1` and its auth.
+        .merge(ui::router())
         .fallback(error::not_found_fallback)
         .layer(
             // A span per request (method, URI) around the handler's own logs. Failures are
@@ -222,12 +279,26 @@ mod tests {
             "/api/v1/runs/{id}",
             "/api/v1/decisions",
             "/api/v1/decisions/{id}",
+            "/api/v1/decisions/{id}/approve",
+            "/api/v1/decisions/{id}/reject",
+            "/api/v1/decisions/approve",
+            "/api/v1/profiles/{name}/auto-approve",
+            "/api/v1/pod-migrations",
+            "/api/v1/pod-migrations/{id}",
+            "/api/v1/pod-migrations/{id}/abort",
+            "/api/v1/arbitration",
+            "/metrics",
+            "/api/v1/schedules",
+            "/api/v1/schedules/{id}",
+            "/api/v1/tokens",
+            "/api/v1/tokens/{id}",
+            "/api/v1/audit",
         ] {
             assert!(
                 paths.iter().any(|p| *p == path),
                 "{path} missing: {paths:?}"
             );
         }
-        assert_eq!(paths.len(), 15, "{paths:?}");
+        assert_eq!(paths.len(), 29, "{paths:?}");
     }
 }

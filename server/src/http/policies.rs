@@ -5,10 +5,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 
+use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiPath, RawBody};
 use super::timestamp;
 use crate::app::AppState;
+use crate::audit::{self, action, kind};
 use crate::engine::{EngineError, PolicyMeta};
 use crate::store::{self, PolicyRecord, PutPolicyError};
 
@@ -80,6 +82,7 @@ fn engine_error(err: EngineError) -> ApiError {
     ))]
 pub async fn upload_policy(
     State(state): State<AppState>,
+    actor: Actor,
     RawBody(wasm): RawBody,
 ) -> Result<(StatusCode, Json<PolicyView>), ApiError> {
     if wasm.is_empty() {
@@ -108,10 +111,24 @@ pub async fn upload_policy(
         let state = state.clone();
         async move { register(&state, compiled, &wasm).await }
     };
-    state
+    let (status, Json(policy)) = state
         .detached(register)
         .await
-        .map_err(|e| ApiError::internal("policy registration task failed", e))?
+        .map_err(|e| ApiError::internal("policy registration task failed", e))??;
+    audit::record(
+        &state,
+        &actor,
+        action::POLICY_UPLOAD,
+        kind::POLICY,
+        &policy.meta.name,
+        Some(serde_json::json!({
+            "version": policy.meta.version,
+            "digest": policy.meta.digest,
+            "created": status == StatusCode::CREATED,
+        })),
+    )
+    .await;
+    Ok((status, Json(policy)))
 }
 
 /// Store an uploaded policy and register it, under the catalogue lock.
@@ -207,16 +224,27 @@ pub async fn get_policy(
     ))]
 pub async fn delete_policy(
     State(state): State<AppState>,
+    actor: Actor,
     ApiPath(name): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     let delete = {
-        let state = state.clone();
+        let (state, name) = (state.clone(), name.clone());
         async move { delete(&state, &name).await }
     };
-    state
+    let status = state
         .detached(delete)
         .await
-        .map_err(|e| ApiError::internal("policy deletion task failed", e))?
+        .map_err(|e| ApiError::internal("policy deletion task failed", e))??;
+    audit::record(
+        &state,
+        &actor,
+        action::POLICY_DELETE,
+        kind::POLICY,
+        &name,
+        None,
+    )
+    .await;
+    Ok(status)
 }
 
 async fn delete(state: &AppState, name: &str) -> Result<StatusCode, ApiError> {

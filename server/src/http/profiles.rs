@@ -2,14 +2,17 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiPath, DocumentFormat, RawBody, document_format};
 use super::timestamp;
 use crate::app::{AppState, check_name};
+use crate::audit::{self, action, kind};
 use crate::profile::{self, ProfileError, ProfileSpec};
 use crate::store::ProfileRecord;
 
@@ -92,6 +95,7 @@ pub(crate) fn parse_document(format: DocumentFormat, body: &[u8]) -> Result<Valu
     ))]
 pub async fn put_profile(
     State(state): State<AppState>,
+    actor: Actor,
     ApiPath(name): ApiPath<String>,
     headers: HeaderMap,
     RawBody(body): RawBody,
@@ -109,10 +113,20 @@ pub async fn put_profile(
         let state = state.clone();
         async move { store_profile(&state, &name, document, parsed.spec).await }
     };
-    state
+    let (status, Json(profile)) = state
         .detached(store)
         .await
-        .map_err(|e| ApiError::internal("profile storage task failed", e))?
+        .map_err(|e| ApiError::internal("profile storage task failed", e))??;
+    audit::record(
+        &state,
+        &actor,
+        action::PROFILE_PUT,
+        kind::PROFILE,
+        &profile.name,
+        Some(json!({"created": status == StatusCode::CREATED})),
+    )
+    .await;
+    Ok((status, Json(profile)))
 }
 
 /// Check a parsed profile against the registered policies and store it, under the catalogue
@@ -164,16 +178,56 @@ pub async fn list_profiles(State(state): State<AppState>) -> Result<Json<Profile
     Ok(Json(ProfileList { items }))
 }
 
-/// One profile.
+/// One profile. With `Accept: application/yaml` the answer is the DeschedulerPolicy document
+/// itself, as YAML, ready for descheduler or for `PUT` elsewhere.
 #[utoipa::path(get, path = "/api/v1/profiles/{name}", tag = "profiles",
     params(("name" = String, Path, description = "Profile name")),
     responses(
-        (status = 200, body = ProfileView),
+        (status = 200, description = "The profile (JSON), or its DeschedulerPolicy document \
+            (YAML) when `Accept` asks for application/yaml",
+            content((ProfileView = "application/json"), (Object = "application/yaml"))),
         (status = 404, body = ErrorBody),
     ))]
 pub async fn get_profile(
     State(state): State<AppState>,
+    headers: HeaderMap,
     ApiPath(name): ApiPath<String>,
-) -> Result<Json<ProfileView>, ApiError> {
-    Ok(Json(view(state.store.get_profile(&name).await?)?))
+) -> Result<Response, ApiError> {
+    let record = state.store.get_profile(&name).await?;
+    if wants_yaml(&headers) {
+        let yaml = serde_yaml::to_string(&record.document)
+            .map_err(|e| ApiError::internal(&format!("rendering profile {name} as YAML"), e))?;
+        return Ok(([(header::CONTENT_TYPE, "application/yaml")], yaml).into_response());
+    }
+    Ok(Json(view(record)?).into_response())
+}
+
+/// Whether `Accept` prefers YAML to JSON: the first YAML media range comes before any JSON one
+/// (quality values are rare in practice and not weighed).
+fn wants_yaml(headers: &HeaderMap) -> bool {
+    let accept = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|range| {
+            range
+                .split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        });
+    for range in accept {
+        match range.as_str() {
+            "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => {
+                return true;
+            }
+            r if r.ends_with("+yaml") => return true,
+            "application/json" | "text/json" => return false,
+            r if r.ends_with("+json") => return false,
+            _ => {}
+        }
+    }
+    false
 }

@@ -6,15 +6,16 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::time::Instant;
 
+use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::{page_limit, timestamp};
 use crate::app::AppState;
-use crate::profile::ProfileSpec;
-use crate::run::{self, RunError, RunReport};
-use crate::store::{NewDecision, RunEnd, RunRecord, RunStatus};
+use crate::audit::{self, action, kind};
+use crate::run::RunReport;
+use crate::store::{RunRecord, RunStatus, RunTrigger};
+use crate::trigger::{self, FinishedRun, RunFailure, RunRequest};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -25,6 +26,9 @@ pub struct CreateRun {
     /// Profile name.
     #[schema(example = "default")]
     pub profile: String,
+    /// A dry run records its proposals as decisions that can never be approved or executed.
+    #[serde(default, rename = "dryRun")]
+    pub dry_run: bool,
 }
 
 /// A run. `status` is `running` until it becomes `succeeded` or `failed`.
@@ -41,10 +45,18 @@ pub struct RunView {
     pub finished_at: Option<String>,
     /// Proposals recorded as decisions (see `GET /api/v1/decisions?run={id}`).
     pub proposals: Option<usize>,
-    /// Per-policy timing and outcome, and the proposals; present once finished successfully.
+    /// Per-policy timing and outcome; present once finished successfully. The proposals are
+    /// the run's decisions.
     pub report: Option<RunReport>,
     /// Why the run failed.
     pub error: Option<String>,
+    /// Its decisions can never be approved or executed.
+    pub dry_run: bool,
+    /// What started it: `manual` (this API), `schedule` (an interval) or `change` (the
+    /// cluster changed).
+    pub trigger: RunTrigger,
+    /// The schedule that started it.
+    pub schedule: Option<i64>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -77,9 +89,12 @@ fn view(record: RunRecord) -> Result<RunView, ApiError> {
         profile: record.profile,
         started_at: timestamp(record.started_at),
         finished_at: record.finished_at.map(timestamp),
-        proposals: report.as_ref().map(|r| r.proposals.len()),
+        proposals: report.as_ref().map(|r| r.proposal_count),
         report,
         error: record.error,
+        dry_run: record.dry_run,
+        trigger: record.trigger,
+        schedule: record.schedule_id,
     })
 }
 
@@ -100,138 +115,69 @@ fn view(record: RunRecord) -> Result<RunView, ApiError> {
     ))]
 pub async fn create_run(
     State(state): State<AppState>,
+    actor: Actor,
     ApiJson(request): ApiJson<CreateRun>,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
-    let record = state.store.get_cluster(&request.cluster).await?;
-    let snapshot = state.clusters.get(&record.name).ok_or_else(|| {
-        ApiError::conflict(
-            "cluster_not_loaded",
-            format!(
-                "the stored state of cluster \"{}\" could not be loaded at start-up (see the \
-                 server log); push a new snapshot",
-                record.name
-            ),
-        )
-    })?;
-    let profile = state.store.get_profile(&request.profile).await?;
-    let spec: ProfileSpec = serde_json::from_value(profile.spec)
-        .map_err(|e| ApiError::internal(&format!("stored spec of profile {}", profile.name), e))?;
-
-    let execute = {
-        let state = state.clone();
-        async move { execute(&state, record.name, profile.name, spec, snapshot).await }
-    };
-    state
+    let execute = trigger::execute_run(
+        state.clone(),
+        RunRequest::manual(&request.cluster, &request.profile, request.dry_run),
+    );
+    let outcome = state
         .detached(execute)
         .await
-        .map_err(|e| ApiError::internal("run task failed", e))?
+        .map_err(|e| ApiError::internal("run task failed", e))?;
+    let audit_detail = |run: Option<i64>, status: &str| {
+        json!({"run": run, "cluster": request.cluster, "profile": request.profile,
+               "dryRun": request.dry_run, "status": status})
+    };
+    match outcome {
+        Ok(FinishedRun { record, report }) => {
+            audit::record(
+                &state,
+                &actor,
+                action::RUN_CREATE,
+                kind::RUN,
+                &record.id.to_string(),
+                Some(audit_detail(Some(record.id), "succeeded")),
+            )
+            .await;
+            let mut run_view = view(record)?;
+            run_view.proposals = Some(report.proposal_count);
+            run_view.report = Some(report);
+            Ok((StatusCode::CREATED, Json(run_view)))
+        }
+        Err(failure) => {
+            if let Some(run) = failure.run_id() {
+                audit::record(
+                    &state,
+                    &actor,
+                    action::RUN_CREATE,
+                    kind::RUN,
+                    &run.to_string(),
+                    Some(audit_detail(Some(run), "failed")),
+                )
+                .await;
+            }
+            Err(run_failure(failure))
+        }
+    }
 }
 
-/// Record the run, evaluate it, record the outcome.
-async fn execute(
-    state: &AppState,
-    cluster: String,
-    profile: String,
-    spec: ProfileSpec,
-    snapshot: std::sync::Arc<crate::cluster::ClusterSnapshot>,
-) -> Result<(StatusCode, Json<RunView>), ApiError> {
-    let run = state
-        .store
-        .insert_run(&cluster, snapshot.revision as i64, &profile)
-        .await?;
-    let span = tracing::info_span!("run", run_id = run.id, cluster = %cluster, profile = %profile);
-    let permit = state
-        .evaluations
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|e| ApiError::internal("evaluation semaphore closed", e))?;
-    let (engine, registry) = (state.engine.clone(), state.registry.clone());
-    let outcome = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        span.in_scope(|| run::execute(&engine, &registry, &spec, &snapshot))
-    })
-    .await;
-
-    match outcome {
-        Ok(Ok(report)) => {
-            let recording = Instant::now();
-            let decisions: Vec<NewDecision<'_>> = report
-                .proposals
-                .iter()
-                .map(|p| NewDecision {
-                    plugin_set: &p.plugin_set,
-                    plugin: &p.plugin,
-                    pod_uid: &p.pod_uid,
-                    pod_namespace: &p.namespace,
-                    pod_name: &p.name,
-                    node: &p.node,
-                    reason: &p.reason,
-                })
-                .collect();
-            let report_json = serde_json::to_string(&report)
-                .map_err(|e| ApiError::internal("serialising a run report", e))?;
-            let finished_at = state
-                .store
-                .finish_run(
-                    run.id,
-                    RunEnd::Succeeded {
-                        report: &report_json,
-                        decisions: &decisions,
-                    },
-                )
-                .await?;
-            drop(decisions);
-            tracing::info!(
-                run_id = run.id,
-                proposals = report.proposals.len(),
-                duration_ms = report.duration_ms,
-                record_ms = recording.elapsed().as_secs_f64() * 1000.0,
-                "run succeeded"
-            );
-            // The stored row holds exactly this; no need to read it back.
-            Ok((
-                StatusCode::CREATED,
-                Json(RunView {
-                    id: run.id,
-                    status: RunStatus::Succeeded,
-                    cluster: run.cluster,
-                    cluster_revision: run.cluster_revision,
-                    profile: run.profile,
-                    started_at: timestamp(run.started_at),
-                    finished_at: Some(timestamp(finished_at)),
-                    proposals: Some(report.proposals.len()),
-                    report: Some(report),
-                    error: None,
-                }),
-            ))
+/// The answer for a run that did not succeed.
+fn run_failure(failure: RunFailure) -> ApiError {
+    match failure {
+        RunFailure::Store(e) => e.into(),
+        failure @ RunFailure::ClusterNotLoaded(_) => {
+            ApiError::conflict("cluster_not_loaded", failure.to_string())
         }
-        Ok(Err(RunError::InvalidProfile(errors))) => {
-            let summary = errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ");
-            let message =
-                format!("profile \"{profile}\" cannot run on cluster \"{cluster}\": {summary}");
-            state
-                .store
-                .finish_run(run.id, RunEnd::Failed { error: &message })
-                .await?;
-            tracing::warn!(run_id = run.id, "run failed: {message}");
-            Err(ApiError::unprocessable("invalid_profile", message)
-                .with_details(json!({ "run": run.id, "errors": errors })))
-        }
-        Err(join) => {
-            let message = "internal error: the run crashed; the cause is in the server log";
-            if let Err(e) = state
-                .store
-                .finish_run(run.id, RunEnd::Failed { error: message })
-                .await
-            {
-                tracing::error!(run_id = run.id, error = %e, "could not record a crashed run");
-            }
-            Err(ApiError::internal(&format!("run {} crashed", run.id), join))
+        RunFailure::InvalidProfile {
+            run,
+            message,
+            errors,
+        } => ApiError::unprocessable("invalid_profile", message)
+            .with_details(json!({ "run": run, "errors": errors })),
+        RunFailure::Crashed { run, cause } => {
+            ApiError::internal(&format!("run {run} crashed"), cause)
         }
     }
 }

@@ -2,18 +2,24 @@
 //!
 //! Owns: the SQLite pool (WAL, busy timeout, foreign keys), the schema migrations
 //! ([`MIGRATOR`]), and typed reads and writes per table (clusters and their objects, policies,
-//! profiles, runs, decisions). Read-then-write transactions start with `BEGIN IMMEDIATE` so two
+//! profiles, runs, decisions, API tokens, the audit log, schedules). Read-then-write transactions start with `BEGIN IMMEDIATE` so two
 //! writers never deadlock on the lock upgrade.
 //! Must not: know about HTTP, the engine or how snapshots are built; callers hand it plain rows.
 //!
 //! Queries use `sqlx::query`/`query_as` (no compile-time checking against a live database);
 //! the tests in `store::tests` run every one of them.
 
+pub mod audit;
+pub mod backend;
 pub mod clusters;
 pub mod decisions;
+pub mod pod_migrations;
 pub mod policies;
 pub mod profiles;
 pub mod runs;
+pub mod schedules;
+pub mod stats;
+pub mod tokens;
 
 use std::path::Path;
 use std::time::Duration;
@@ -21,11 +27,21 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+pub use audit::{AuditFilter, AuditRecord, NewAuditEntry};
 pub use clusters::{ClusterRecord, NewClusterState, ObjectRow, StoredObject};
-pub use decisions::{DecisionFilter, DecisionRecord, DecisionStatus, NewDecision};
+pub use decisions::{
+    Approval, BulkApproval, DecisionEvent, DecisionFilter, DecisionRecord, DecisionStatus,
+    MigrationTemplate, NewDecision,
+};
+pub use pod_migrations::{
+    DecisionChange, MigrationChange, MigrationEvent, MigrationFilter, MigrationPhase, NewEvent,
+    PodMigrationRecord,
+};
 pub use policies::{NewPolicy, PolicyRecord, PutPolicyError};
 pub use profiles::ProfileRecord;
-pub use runs::{RunEnd, RunRecord, RunStatus};
+pub use runs::{NewRun, RunEnd, RunRecord, RunStatus, RunTrigger};
+pub use schedules::{ScheduleRecord, ScheduleSpec};
+pub use tokens::{DeleteTokenError, InsertTokenError, NewToken, Role, TokenOrigin, TokenRecord};
 
 /// The schema migrations, shared by start-up and tests.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");

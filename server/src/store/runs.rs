@@ -43,6 +43,67 @@ impl FromStr for RunStatus {
     }
 }
 
+/// What started a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RunTrigger {
+    /// `POST /api/v1/runs`.
+    Manual,
+    /// A schedule's interval elapsed.
+    Schedule,
+    /// The cluster's state changed (debounced), for a schedule with `onChange`.
+    Change,
+}
+
+impl RunTrigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunTrigger::Manual => "manual",
+            RunTrigger::Schedule => "schedule",
+            RunTrigger::Change => "change",
+        }
+    }
+}
+
+impl FromStr for RunTrigger {
+    type Err = StoreError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "manual" => Ok(RunTrigger::Manual),
+            "schedule" => Ok(RunTrigger::Schedule),
+            "change" => Ok(RunTrigger::Change),
+            other => Err(StoreError::corrupt("run trigger", format!("`{other}`"))),
+        }
+    }
+}
+
+/// A run about to start.
+#[derive(Clone, Copy, Debug)]
+pub struct NewRun<'a> {
+    pub cluster: &'a str,
+    pub cluster_revision: i64,
+    pub profile: &'a str,
+    /// A dry run's decisions can never be approved or executed.
+    pub dry_run: bool,
+    pub trigger: RunTrigger,
+    /// The schedule that started it.
+    pub schedule_id: Option<i64>,
+}
+
+impl<'a> NewRun<'a> {
+    /// A run started by hand, not a dry run.
+    pub fn manual(cluster: &'a str, cluster_revision: i64, profile: &'a str) -> NewRun<'a> {
+        NewRun {
+            cluster,
+            cluster_revision,
+            profile,
+            dry_run: false,
+            trigger: RunTrigger::Manual,
+            schedule_id: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunRecord {
     pub id: i64,
@@ -55,6 +116,10 @@ pub struct RunRecord {
     /// The run report as JSON, once finished.
     pub report: Option<serde_json::Value>,
     pub error: Option<String>,
+    /// A dry run's decisions can never be approved or executed (column `runs.dry_run`).
+    pub dry_run: bool,
+    pub trigger: RunTrigger,
+    pub schedule_id: Option<i64>,
 }
 
 /// How a run ended.
@@ -70,8 +135,8 @@ pub enum RunEnd<'a> {
     },
 }
 
-const COLUMNS: &str =
-    "id, cluster, cluster_revision, profile, status, started_at, finished_at, report, error";
+const COLUMNS: &str = "id, cluster, cluster_revision, profile, status, started_at, finished_at, \
+     report, error, dry_run, triggered_by, schedule_id";
 
 fn run_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<RunRecord, StoreError> {
     let id: i64 = row.try_get("id")?;
@@ -89,25 +154,27 @@ fn run_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<RunRecord, StoreError> 
             .map(|r| from_json(&format!("report of run {id}"), &r))
             .transpose()?,
         error: row.try_get("error")?,
+        dry_run: row.try_get("dry_run")?,
+        trigger: row.try_get::<String, _>("triggered_by")?.parse()?,
+        schedule_id: row.try_get("schedule_id")?,
     })
 }
 
 impl Store {
     /// Record the start of a run (status `running`).
-    pub async fn insert_run(
-        &self,
-        cluster: &str,
-        cluster_revision: i64,
-        profile: &str,
-    ) -> Result<RunRecord, StoreError> {
+    pub async fn insert_run(&self, run: &NewRun<'_>) -> Result<RunRecord, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO runs (cluster, cluster_revision, profile, status, started_at) \
-             VALUES (?, ?, ?, 'running', ?) RETURNING {COLUMNS}"
+            "INSERT INTO runs (cluster, cluster_revision, profile, status, started_at, dry_run, \
+             triggered_by, schedule_id) VALUES (?, ?, ?, 'running', ?, ?, ?, ?) \
+             RETURNING {COLUMNS}"
         )))
-        .bind(cluster)
-        .bind(cluster_revision)
-        .bind(profile)
+        .bind(run.cluster)
+        .bind(run.cluster_revision)
+        .bind(run.profile)
         .bind(now_ms())
+        .bind(run.dry_run)
+        .bind(run.trigger.as_str())
+        .bind(run.schedule_id)
         .fetch_one(&self.pool)
         .await?;
         run_from_row(&row)

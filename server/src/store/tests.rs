@@ -302,7 +302,10 @@ fn decision((uid, name): &(String, String)) -> NewDecision<'_> {
 #[tokio::test]
 async fn runs_finish_with_their_decisions_in_one_go() {
     let (_dir, store) = open().await;
-    let run = store.insert_run("east", 4, "default").await.unwrap();
+    let run = store
+        .insert_run(&NewRun::manual("east", 4, "default"))
+        .await
+        .unwrap();
     assert_eq!(run.status, RunStatus::Running);
     assert_eq!((run.cluster_revision, run.finished_at), (4, None));
 
@@ -335,7 +338,10 @@ async fn runs_finish_with_their_decisions_in_one_go() {
         Err(StoreError::NotFound { .. })
     ));
 
-    let failed_run = store.insert_run("east", 4, "broken").await.unwrap();
+    let failed_run = store
+        .insert_run(&NewRun::manual("east", 4, "broken"))
+        .await
+        .unwrap();
     store
         .finish_run(
             failed_run.id,
@@ -350,7 +356,10 @@ async fn runs_finish_with_their_decisions_in_one_go() {
     assert_eq!(failed.error.as_deref(), Some("unknown plugin"));
     assert!(failed.report.is_none());
 
-    let interrupted = store.insert_run("east", 5, "default").await.unwrap();
+    let interrupted = store
+        .insert_run(&NewRun::manual("east", 5, "default"))
+        .await
+        .unwrap();
     assert_eq!(store.fail_interrupted_runs("restarted").await.unwrap(), 1);
     let interrupted = store.get_run(interrupted.id).await.unwrap();
     assert_eq!(interrupted.status, RunStatus::Failed);
@@ -378,7 +387,10 @@ async fn runs_finish_with_their_decisions_in_one_go() {
     ));
 
     // Decisions: filter by run and status, page through with the cursor.
-    let other = store.insert_run("west", 6, "default").await.unwrap();
+    let other = store
+        .insert_run(&NewRun::manual("west", 6, "default"))
+        .await
+        .unwrap();
     store
         .finish_run(
             other.id,

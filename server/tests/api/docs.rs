@@ -39,6 +39,20 @@ async fn health_openapi_and_swagger_ui() {
         ("/api/v1/runs/{id}", vec!["get"]),
         ("/api/v1/decisions", vec!["get"]),
         ("/api/v1/decisions/{id}", vec!["get"]),
+        ("/api/v1/decisions/{id}/approve", vec!["post"]),
+        ("/api/v1/decisions/{id}/reject", vec!["post"]),
+        ("/api/v1/decisions/approve", vec!["post"]),
+        ("/api/v1/profiles/{name}/auto-approve", vec!["get", "put"]),
+        ("/api/v1/pod-migrations", vec!["get"]),
+        ("/api/v1/pod-migrations/{id}", vec!["get"]),
+        ("/api/v1/pod-migrations/{id}/abort", vec!["post"]),
+        ("/api/v1/arbitration", vec!["get", "put"]),
+        ("/metrics", vec!["get"]),
+        ("/api/v1/schedules", vec!["get", "post"]),
+        ("/api/v1/schedules/{id}", vec!["delete", "get", "put"]),
+        ("/api/v1/tokens", vec!["get", "post"]),
+        ("/api/v1/tokens/{id}", vec!["delete"]),
+        ("/api/v1/audit", vec!["get"]),
     ];
     let paths = doc["paths"].as_object().expect("paths");
     assert_eq!(paths.len(), expected.len(), "{:?}", paths.keys());
@@ -113,7 +127,7 @@ async fn health_openapi_and_swagger_ui() {
 }
 
 #[tokio::test]
-async fn errors_have_one_shape_and_bearer_tokens_are_accepted() {
+async fn errors_have_one_shape_and_unknown_bearer_tokens_are_refused() {
     let server = TestServer::start().await;
 
     let (status, body) = server.get("/api/v1/nothing-here").await;
@@ -136,9 +150,12 @@ async fn errors_have_one_shape_and_bearer_tokens_are_accepted() {
             server
                 .client
                 .get(server.url("/api/v1/clusters"))
-                .bearer_auth("any-token-for-now"),
+                .bearer_auth("not-a-token-of-this-server"),
         )
         .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body:#}");
+    assert_error(&body, "invalid_token");
+    let (status, body) = server.get("/api/v1/clusters").await;
     assert_eq!(status, StatusCode::OK, "{body:#}");
     assert_eq!(body["items"], serde_json::json!([]));
 }

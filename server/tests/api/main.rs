@@ -3,10 +3,17 @@
 
 mod support;
 
+mod approval;
+mod audit;
+mod auth;
+mod backend;
 mod binary;
 mod clusters;
 mod docs;
+mod metrics;
+mod migrations;
 mod policies;
 mod profiles;
 mod restart;
 mod runs;
+mod triggers;

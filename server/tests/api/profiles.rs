@@ -104,6 +104,33 @@ profiles:
         json!(["Job"])
     );
 
+    // Exported back as DeschedulerPolicy YAML, which parses to the same document.
+    let response = server
+        .client
+        .get(server.url("/api/v1/profiles/from-yaml"))
+        .header("accept", "application/yaml, application/json;q=0.5")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "application/yaml"
+    );
+    let exported: Value = serde_yaml::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(exported, from_yaml["document"]);
+    assert_eq!(exported["kind"], "DeschedulerPolicy");
+    // JSON stays the default, and wins when listed first.
+    let response = server
+        .client
+        .get(server.url("/api/v1/profiles/from-yaml"))
+        .header("accept", "application/json, application/yaml")
+        .send()
+        .await
+        .unwrap();
+    let view: Value = response.json().await.unwrap();
+    assert_eq!(view["name"], "from-yaml");
+
     let (_, all) = server.get("/api/v1/profiles").await;
     let names: Vec<&str> = all["items"]
         .as_array()

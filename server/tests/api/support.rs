@@ -3,17 +3,43 @@
 use std::path::PathBuf;
 
 use rebalancer_server::app::{self, Server};
-use rebalancer_server::config::Settings;
-use reqwest::StatusCode;
+use rebalancer_server::config::{Secret, Settings};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+
+/// The admin token every test server is started with (as `REBALANCER_ADMIN_TOKEN` would set it).
+pub const ADMIN_TOKEN: &str = "rb_test-admin-token-0123456789abcdef";
 
 /// A server on a random port with its own database directory.
 pub struct TestServer {
     server: Option<Server>,
     pub base: String,
+    /// Sends the admin token with every request, so tests that are not about authentication
+    /// need not think about it. Use [`TestServer::call`] to call with another token or none.
     pub client: reqwest::Client,
     dir: tempfile::TempDir,
     configure: fn(&mut Settings),
+}
+
+/// A client that sends `Authorization: Bearer <token>` with every request.
+pub fn client_with_token(token: &str) -> reqwest::Client {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        AUTHORIZATION,
+        HeaderValue::from_str(&format!("Bearer {token}")).expect("a header-safe token"),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("an HTTP client")
+}
+
+/// Settings of a test server: a fresh database and the known admin token.
+fn test_settings(dir: &tempfile::TempDir) -> Settings {
+    let mut settings = Settings::new("127.0.0.1:0".parse().unwrap(), database(dir));
+    settings.admin_token = Some(Secret::new(ADMIN_TOKEN));
+    settings
 }
 
 fn no_demo(settings: &mut Settings) {
@@ -38,14 +64,14 @@ impl TestServer {
     }
 
     async fn start_in(dir: tempfile::TempDir, configure: fn(&mut Settings)) -> TestServer {
-        let mut settings = Settings::new("127.0.0.1:0".parse().unwrap(), database(&dir));
+        let mut settings = test_settings(&dir);
         configure(&mut settings);
         let mut server = app::spawn(settings).await.expect("the server starts");
         server.wait_ready().await.expect("the server gets ready");
         TestServer {
             base: format!("http://{}", server.addr),
             server: Some(server),
-            client: reqwest::Client::new(),
+            client: client_with_token(ADMIN_TOKEN),
             dir,
             configure,
         }
@@ -54,10 +80,15 @@ impl TestServer {
     /// Spawn without waiting for readiness.
     pub async fn spawn_unready() -> (Server, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let mut settings = Settings::new("127.0.0.1:0".parse().unwrap(), database(&dir));
+        let mut settings = test_settings(&dir);
         settings.demo = false;
         let server = app::spawn(settings).await.expect("the server starts");
         (server, dir)
+    }
+
+    /// The running server's state (its store, metrics…), for checks below the API.
+    pub fn state(&self) -> &app::AppState {
+        &self.server.as_ref().expect("the server is running").state
     }
 
     pub fn database(&self) -> PathBuf {
@@ -92,6 +123,34 @@ impl TestServer {
                 .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
         };
         (status, body)
+    }
+
+    /// A request with `token` as the bearer token (`None`: no Authorization header at all).
+    pub async fn call(
+        &self,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (StatusCode, Value) {
+        let client = match token {
+            Some(token) => client_with_token(token),
+            None => reqwest::Client::new(),
+        };
+        let mut request = client.request(method, self.url(path));
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        self.send(request).await
+    }
+
+    /// Create a token (as admin) and return its secret.
+    pub async fn create_token(&self, name: &str, role: &str) -> String {
+        let (status, body) = self
+            .post_json("/api/v1/tokens", &json!({"name": name, "role": role}))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body:#}");
+        body["token"].as_str().expect("the token").to_string()
     }
 
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {

@@ -1,0 +1,314 @@
+//! Approval: the rules of moving a decision from `proposed` to `approved` or `rejected`, and
+//! auto-approve rules per profile.
+//!
+//! Owns: what a new pod migration starts with ([`template`], from the executor's knobs), the
+//! proposal TTL cut-off ([`expire_before`]), the auto-approve rule format and matching, and
+//! applying the rules to the decisions a run just stored ([`auto_approve_run`]).
+//! Must not: hold SQL (the conditional updates that make concurrent approvals safe are in
+//! `store::decisions`) or build HTTP responses.
+//!
+//! Auto-approve rules are stored beside a profile (`PUT /api/v1/profiles/{name}/auto-approve`),
+//! not inside its DeschedulerPolicy document, which stays exactly what the user sent.
+
+use std::collections::{HashMap, HashSet};
+
+use rebalancer_policy_sdk::k8s::selector::{LabelSelectorSpec, Selector};
+use serde::{Deserialize, Serialize};
+
+use crate::app::AppState;
+use crate::store::{MigrationTemplate, RunRecord, StoreError, now_ms};
+
+/// Prefix of the actor recorded for an auto-approval: `auto-approve:<rule>`.
+pub const AUTO_APPROVE_ACTOR: &str = "auto-approve:";
+
+/// One auto-approve rule: a proposal matching every condition given is approved at once.
+/// Empty lists (or no selector) match anything; a rule with no condition approves everything.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AutoApproveRule {
+    /// Recorded as the approving actor (`auto-approve:<name>`).
+    #[schema(example = "batch-balancing")]
+    pub name: String,
+    /// Only proposals of these plugins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(example = json!(["LowNodeUtilization"]))]
+    pub plugins: Vec<String>,
+    /// Only pods in these namespaces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(example = json!(["batch"]))]
+    pub namespaces: Vec<String>,
+    /// Only pods whose labels match (a Kubernetes label selector).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>, example = json!({"matchLabels": {"tier": "batch"}}))]
+    pub pod_selector: Option<LabelSelectorSpec>,
+}
+
+/// The rules of one profile.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AutoApproveRules {
+    /// Checked in order; the first match approves.
+    pub rules: Vec<AutoApproveRule>,
+}
+
+/// A rule that cannot work.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct RuleError {
+    /// e.g. `rules[1].podSelector`.
+    pub field: String,
+    pub message: String,
+}
+
+impl AutoApproveRules {
+    /// Every problem, or nothing.
+    pub fn validate(&self) -> Vec<RuleError> {
+        let mut errors = Vec::new();
+        let mut names = std::collections::BTreeSet::new();
+        for (i, rule) in self.rules.iter().enumerate() {
+            let field = |f: &str| format!("rules[{i}].{f}");
+            let valid_name = !rule.name.is_empty()
+                && rule.name.len() <= 63
+                && rule
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            if !valid_name {
+                errors.push(RuleError {
+                    field: field("name"),
+                    message: format!(
+                        "{:?} is not a rule name: 1 to 63 letters, digits, '-', '_' or '.'",
+                        rule.name
+                    ),
+                });
+            } else if !names.insert(rule.name.as_str()) {
+                errors.push(RuleError {
+                    field: field("name"),
+                    message: format!("{:?} is used by an earlier rule", rule.name),
+                });
+            }
+            if let Some(selector) = &rule.pod_selector
+                && let Err(message) = selector.to_selector()
+            {
+                errors.push(RuleError {
+                    field: field("podSelector"),
+                    message,
+                });
+            }
+        }
+        errors
+    }
+}
+
+/// A rule ready to match.
+struct Compiled<'a> {
+    rule: &'a AutoApproveRule,
+    selector: Option<Selector>,
+}
+
+impl Compiled<'_> {
+    fn matches(&self, plugin: &str, namespace: &str, labels: &[(&str, &str)]) -> bool {
+        (self.rule.plugins.is_empty() || self.rule.plugins.iter().any(|p| p == plugin))
+            && (self.rule.namespaces.is_empty()
+                || self.rule.namespaces.iter().any(|n| n == namespace))
+            && self.selector.as_ref().is_none_or(|s| {
+                s.matches_with(|key| labels.iter().find(|(k, _)| *k == key).map(|(_, v)| *v))
+            })
+    }
+}
+
+/// How a new pod migration starts (mode and TTL from the knobs in force).
+pub fn template(state: &AppState) -> (String, i64) {
+    let config = state.executor.config();
+    (
+        config.default_job_mode.as_str().to_string(),
+        config.ttl_ms(),
+    )
+}
+
+/// Proposals created at or before this instant are past the proposal TTL.
+pub fn expire_before(state: &AppState) -> i64 {
+    now_ms() - state.settings.proposal_ttl_ms
+}
+
+/// The stored rules of a profile (none when never set).
+pub async fn rules_of(state: &AppState, profile: &str) -> Result<AutoApproveRules, StoreError> {
+    match state.store.auto_approve_rules(profile).await? {
+        Some((json, _)) => serde_json::from_value(json)
+            .map_err(|e| StoreError::corrupt(format!("auto-approve rules of {profile}"), e)),
+        None => Ok(AutoApproveRules::default()),
+    }
+}
+
+/// Apply the profile's auto-approve rules to the proposals a run just stored. A dry run's
+/// decisions are never approved. Returns how many were approved.
+pub async fn auto_approve_run(state: &AppState, run: &RunRecord) -> Result<usize, StoreError> {
+    if run.dry_run {
+        return Ok(0);
+    }
+    let rules = rules_of(state, &run.profile).await?;
+    if rules.rules.is_empty() {
+        return Ok(0);
+    }
+    // Rules are validated when stored; one whose selector no longer compiles is skipped
+    // (matching nothing), never treated as matching everything.
+    let compiled: Vec<Compiled<'_>> = rules
+        .rules
+        .iter()
+        .filter_map(|rule| match &rule.pod_selector {
+            None => Some(Compiled {
+                rule,
+                selector: None,
+            }),
+            Some(spec) => spec.to_selector().ok().map(|selector| Compiled {
+                rule,
+                selector: Some(selector),
+            }),
+        })
+        .collect();
+    let decisions = state.store.proposed_decisions_of_run(run.id).await?;
+    let mut labels: HashMap<String, Vec<(String, String)>> = HashMap::new();
+    if compiled.iter().any(|c| c.selector.is_some())
+        && let Some(snapshot) = state.clusters.get(&run.cluster)
+    {
+        let wanted: HashSet<&str> = decisions.iter().map(|d| d.pod_uid.as_str()).collect();
+        for pod in snapshot.cluster().pods() {
+            if wanted.contains(pod.uid()) {
+                labels.insert(
+                    pod.uid().to_string(),
+                    pod.labels()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                );
+            }
+        }
+    }
+    let mut approvals = Vec::new();
+    for d in &decisions {
+        let pod_labels: Vec<(&str, &str)> = labels
+            .get(&d.pod_uid)
+            .map(|l| l.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect())
+            .unwrap_or_default();
+        if let Some(c) = compiled
+            .iter()
+            .find(|c| c.matches(&d.plugin, &d.pod_namespace, &pod_labels))
+        {
+            approvals.push((d.id, format!("{AUTO_APPROVE_ACTOR}{}", c.rule.name)));
+        }
+    }
+    let (mode, ttl_ms) = template(state);
+    let approved = state
+        .store
+        .approve_each(
+            &approvals,
+            expire_before(state),
+            MigrationTemplate {
+                mode: &mode,
+                ttl_ms,
+            },
+        )
+        .await?;
+    if !approved.is_empty() {
+        tracing::info!(
+            run_id = run.id,
+            approved = approved.len(),
+            "auto-approved proposals"
+        );
+        let actor = crate::auth::Principal::system("auto-approve");
+        for (decision, migration) in &approved {
+            let rule = approvals
+                .iter()
+                .find(|(id, _)| id == decision)
+                .map(|(_, a)| a.clone())
+                .unwrap_or_default();
+            crate::audit::record(
+                state,
+                &actor,
+                crate::audit::action::DECISION_APPROVE,
+                crate::audit::kind::DECISION,
+                &decision.to_string(),
+                Some(serde_json::json!({"rule": rule, "podMigration": migration})),
+            )
+            .await;
+        }
+        state.executor.wake();
+    }
+    Ok(approved.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(json: serde_json::Value) -> AutoApproveRule {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn rules_match_on_every_condition() {
+        let r = rule(serde_json::json!({
+            "name": "batch",
+            "plugins": ["LowNodeUtilization"],
+            "namespaces": ["batch", "jobs"],
+            "podSelector": {"matchLabels": {"tier": "batch"},
+                            "matchExpressions": [{"key": "pinned", "operator": "DoesNotExist"}]}
+        }));
+        let c = Compiled {
+            selector: Some(r.pod_selector.as_ref().unwrap().to_selector().unwrap()),
+            rule: &r,
+        };
+        let batch = [("tier", "batch")];
+        // (plugin, namespace, labels, expected)
+        type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], bool);
+        let cases: &[Case<'_>] = &[
+            ("LowNodeUtilization", "batch", &batch, true),
+            ("LowNodeUtilization", "jobs", &batch, true),
+            ("PodLifeTime", "batch", &batch, false),
+            ("LowNodeUtilization", "shop", &batch, false),
+            ("LowNodeUtilization", "batch", &[("tier", "web")], false),
+            (
+                "LowNodeUtilization",
+                "batch",
+                &[("tier", "batch"), ("pinned", "yes")],
+                false,
+            ),
+            ("LowNodeUtilization", "batch", &[], false),
+        ];
+        for (plugin, namespace, labels, expected) in cases {
+            assert_eq!(
+                c.matches(plugin, namespace, labels),
+                *expected,
+                "{plugin} {namespace} {labels:?}"
+            );
+        }
+        let any = rule(serde_json::json!({"name": "all"}));
+        let c = Compiled {
+            rule: &any,
+            selector: None,
+        };
+        assert!(c.matches("X", "y", &[]));
+    }
+
+    #[test]
+    fn rules_are_validated() {
+        let rules: AutoApproveRules = serde_json::from_value(serde_json::json!({"rules": [
+            {"name": "ok"},
+            {"name": "ok"},
+            {"name": "has space"},
+            {"name": "bad-selector", "podSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}
+        ]}))
+        .unwrap();
+        let errors = rules.validate();
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["rules[1].name", "rules[2].name", "rules[3].podSelector"],
+            "{errors:?}"
+        );
+        assert!(
+            serde_json::from_value::<AutoApproveRules>(
+                serde_json::json!({"rules": [{"name": "x", "plugin": "typo"}]})
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,94 @@
+//! The audit log's vocabulary and the one call every mutating handler makes: [`record`].
+//!
+//! Owns: action names (`<object kind>.<verb>`) and object kinds, and how an entry is written —
+//! after the change it describes has been committed, in a task that completes even when the
+//! client goes away, with a failure logged (the change itself already happened). Safe to call
+//! from inside [`AppState::detached`] work.
+//! Must not: decide who may do what (that is `http::auth`); the log is append-only (no update
+//! or delete exists in `store::audit`, and the schema refuses them).
+
+use serde_json::Value;
+
+use crate::app::AppState;
+use crate::auth::Principal;
+use crate::store::NewAuditEntry;
+
+/// Action names: `<object kind>.<verb>`.
+pub mod action {
+    pub const POLICY_UPLOAD: &str = "policy.upload";
+    pub const POLICY_DELETE: &str = "policy.delete";
+    pub const PROFILE_PUT: &str = "profile.put";
+    pub const PROFILE_DELETE: &str = "profile.delete";
+    pub const SNAPSHOT_PUSH: &str = "cluster.snapshot";
+    pub const RUN_CREATE: &str = "run.create";
+    pub const TOKEN_CREATE: &str = "token.create";
+    pub const TOKEN_DELETE: &str = "token.delete";
+    pub const SCHEDULE_CREATE: &str = "schedule.create";
+    pub const SCHEDULE_UPDATE: &str = "schedule.update";
+    pub const SCHEDULE_DELETE: &str = "schedule.delete";
+    pub const DECISION_APPROVE: &str = "decision.approve";
+    pub const DECISION_REJECT: &str = "decision.reject";
+    pub const POD_MIGRATION_ABORT: &str = "pod-migration.abort";
+}
+
+/// Object kinds.
+pub mod kind {
+    pub const POLICY: &str = "policy";
+    pub const PROFILE: &str = "profile";
+    pub const CLUSTER: &str = "cluster";
+    pub const RUN: &str = "run";
+    pub const TOKEN: &str = "token";
+    pub const SCHEDULE: &str = "schedule";
+    pub const DECISION: &str = "decision";
+    pub const POD_MIGRATION: &str = "pod-migration";
+}
+
+/// Append an audit entry: `actor` did `action` to the object `object_kind`/`object_id`, with
+/// optional `detail` (a JSON object: a comment, counts…). Call it after the change has been
+/// committed. Never fails the request: a failure to write is logged as an error.
+///
+/// ```ignore
+/// audit::record(&state, &actor, action::DECISION_APPROVE, kind::DECISION, &id.to_string(),
+///               Some(json!({"comment": comment}))).await;
+/// ```
+pub async fn record(
+    state: &AppState,
+    actor: &Principal,
+    action: &'static str,
+    object_kind: &'static str,
+    object_id: &str,
+    detail: Option<Value>,
+) {
+    let store = state.store.clone();
+    let actor = actor.clone();
+    let object_id = object_id.to_string();
+    let write = async move {
+        let written = store
+            .insert_audit(&NewAuditEntry {
+                actor_id: actor.id,
+                actor_name: &actor.name,
+                actor_role: actor.role.as_str(),
+                action,
+                object_kind,
+                object_id: Some(&object_id),
+                detail: detail.as_ref(),
+            })
+            .await;
+        if let Err(e) = written {
+            tracing::error!(
+                error = %e,
+                actor = %actor.name,
+                action,
+                object_kind,
+                object_id,
+                "could not write an audit log entry"
+            );
+        }
+    };
+    // A task of its own, so a client that disconnects now does not cut the entry off. Not
+    // `AppState::detached`: callers are often inside a detached task already, and taking the
+    // shutdown guard twice could wait forever behind a shutdown that waits for the caller.
+    if let Err(e) = tokio::spawn(write).await {
+        tracing::error!(error = %e, action, "the audit log task failed");
+    }
+}

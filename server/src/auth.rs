@@ -1,0 +1,284 @@
+//! Identity: API tokens (generation, hashing, lookup) and the start-up story of the admin token.
+//!
+//! Owns: the token format (`rb_` + 32 random bytes from the OS, base64url), how a token is
+//! stored (sha256, hex — enough for high-entropy random secrets), [`Principal`] (who is
+//! calling), and [`bootstrap`]: `REBALANCER_ADMIN_TOKEN` is an admin token for as long as it is
+//! set, and a first start without any token creates one and prints it once to standard output.
+//! Must not: decide which role a route needs or answer HTTP — that is `http::auth`.
+
+use base64::Engine as _;
+use sha2::{Digest, Sha256};
+
+use crate::config::Secret;
+use crate::store::{NewToken, Role, Store, StoreError, TokenOrigin, TokenRecord};
+
+/// Prefix of generated tokens (recognisable in secret scanners and logs).
+pub const TOKEN_PREFIX: &str = "rb_";
+/// Name of the token that `REBALANCER_ADMIN_TOKEN` sets (`:` cannot appear in API names).
+pub const ENV_TOKEN_NAME: &str = "env:REBALANCER_ADMIN_TOKEN";
+/// Name of the admin token generated at the first start.
+pub const BOOTSTRAP_TOKEN_NAME: &str = "bootstrap:admin";
+
+/// Who is calling: the token's id, name and role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// `None` for the server itself (scheduled runs).
+    pub id: Option<i64>,
+    pub name: String,
+    pub role: Role,
+}
+
+impl Principal {
+    /// The server acting on its own (schedules, change triggers).
+    pub fn system(name: &str) -> Principal {
+        Principal {
+            id: None,
+            name: name.to_string(),
+            role: Role::Admin,
+        }
+    }
+
+    /// May this principal do what `needed` may?
+    pub fn has(&self, needed: Role) -> bool {
+        self.role >= needed
+    }
+}
+
+impl From<TokenRecord> for Principal {
+    fn from(token: TokenRecord) -> Self {
+        Principal {
+            id: Some(token.id),
+            name: token.name,
+            role: token.role,
+        }
+    }
+}
+
+/// A new random token: `rb_` + 32 bytes from the operating system's generator, base64url.
+pub fn generate_token() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(format!(
+        "{TOKEN_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    ))
+}
+
+/// How a token is stored: sha256 of the whole token, hex.
+pub fn hash_token(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// The principal a presented token stands for, if it is one.
+pub async fn authenticate(store: &Store, token: &str) -> Result<Option<Principal>, StoreError> {
+    Ok(store
+        .token_by_hash(&hash_token(token))
+        .await?
+        .map(Principal::from))
+}
+
+/// Names of tokens created over the API: 1–100 characters, letters, digits, spaces and
+/// `-._@/`; `:` is reserved for the server's own tokens.
+pub fn check_token_name(name: &str) -> Result<(), &'static str> {
+    if name.trim().is_empty() || name.len() > 100 {
+        return Err("must be 1 to 100 characters long and not blank");
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '.' | '_' | '@' | '/'))
+    {
+        return Err("may only contain letters, digits, spaces and - . _ @ /");
+    }
+    Ok(())
+}
+
+/// What [`bootstrap`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// `REBALANCER_ADMIN_TOKEN` is the admin token.
+    FromEnvironment,
+    /// No admin token existed: one was generated and printed.
+    Generated,
+    /// Tokens exist; nothing to do.
+    Existing,
+}
+
+/// Make the configured admin token valid (or retire the previous one when the variable is no
+/// longer set), and when no admin token exists (a first start, or the variable's token was the
+/// only admin), generate an admin token and write it once to `out` (standard output at
+/// start-up: never to the log, which may be shipped elsewhere).
+pub async fn bootstrap(
+    store: &Store,
+    admin_token: Option<&Secret>,
+    out: &mut (dyn std::io::Write + Send),
+) -> anyhow::Result<Bootstrap> {
+    let env_hash = admin_token.map(|t| hash_token(t.expose()));
+    let env_token = env_hash.as_deref().map(|hash| NewToken {
+        name: ENV_TOKEN_NAME,
+        role: Role::Admin,
+        hash,
+        origin: TokenOrigin::Env,
+        created_by: None,
+    });
+    if let Some(secret) = admin_token
+        && secret.expose().len() < 16
+    {
+        tracing::warn!(
+            "REBALANCER_ADMIN_TOKEN is shorter than 16 characters: anyone who can reach the \
+             API may guess it"
+        );
+    }
+    if store.replace_env_token(env_token.as_ref()).await?.is_some() {
+        return Ok(Bootstrap::FromEnvironment);
+    }
+    let secret = generate_token()
+        .map_err(|e| anyhow::anyhow!("the operating system's random generator failed: {e}"))?;
+    let created = store
+        .insert_token_if_no_admin(&NewToken {
+            name: BOOTSTRAP_TOKEN_NAME,
+            role: Role::Admin,
+            hash: &hash_token(&secret),
+            origin: TokenOrigin::Bootstrap,
+            created_by: None,
+        })
+        .await?;
+    if !created {
+        return Ok(Bootstrap::Existing);
+    }
+    writeln!(
+        out,
+        "\nRebalancer created an admin API token. It is shown this once and stored only as a \
+         hash:\n\n    REBALANCER_ADMIN_TOKEN={secret}\n\nUse it as `Authorization: Bearer \
+         <token>`; create tokens for people and portals with POST /api/v1/tokens.\n"
+    )?;
+    out.flush()?;
+    tracing::info!(
+        token = BOOTSTRAP_TOKEN_NAME,
+        "no admin API token existed: one was created and printed to standard output"
+    );
+    Ok(Bootstrap::Generated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn open() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("auth.db")).await.unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn tokens_are_random_prefixed_and_hashed() {
+        let (a, b) = (generate_token().unwrap(), generate_token().unwrap());
+        assert_ne!(a, b);
+        assert!(a.starts_with("rb_"));
+        assert_eq!(a.len(), 3 + 43, "{a}");
+        assert_eq!(hash_token(&a).len(), 64);
+        assert_eq!(hash_token(&a), hash_token(&a));
+        assert_ne!(hash_token(&a), hash_token(&b));
+    }
+
+    #[test]
+    fn names() {
+        for ok in ["ci", "Portal bot", "alice@example.com", "team/sre-1"] {
+            assert!(check_token_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "   ", "env:x", "a\nb", &"x".repeat(101)] {
+            assert!(check_token_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn first_start_prints_one_token_and_later_starts_print_none() {
+        let (_dir, store) = open().await;
+        let mut out = Vec::new();
+        assert_eq!(
+            bootstrap(&store, None, &mut out).await.unwrap(),
+            Bootstrap::Generated
+        );
+        let text = String::from_utf8(out).unwrap();
+        let token = text
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("REBALANCER_ADMIN_TOKEN="))
+            .unwrap()
+            .to_string();
+        let principal = authenticate(&store, &token).await.unwrap().unwrap();
+        assert_eq!(
+            (principal.name.as_str(), principal.role),
+            (BOOTSTRAP_TOKEN_NAME, Role::Admin)
+        );
+        assert!(authenticate(&store, "rb_wrong").await.unwrap().is_none());
+
+        let mut again = Vec::new();
+        assert_eq!(
+            bootstrap(&store, None, &mut again).await.unwrap(),
+            Bootstrap::Existing
+        );
+        assert!(again.is_empty());
+        assert!(authenticate(&store, &token).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn the_environment_token_is_valid_while_set_and_replaced_when_changed() {
+        let (_dir, store) = open().await;
+        let mut out = Vec::new();
+        let first = Secret::new("first-admin-token-value");
+        assert_eq!(
+            bootstrap(&store, Some(&first), &mut out).await.unwrap(),
+            Bootstrap::FromEnvironment
+        );
+        assert!(
+            out.is_empty(),
+            "nothing is printed when the token is configured"
+        );
+        let principal = authenticate(&store, first.expose()).await.unwrap().unwrap();
+        assert_eq!(principal.role, Role::Admin);
+        assert_eq!(principal.name, ENV_TOKEN_NAME);
+
+        let second = Secret::new("second-admin-token-value");
+        bootstrap(&store, Some(&second), &mut out).await.unwrap();
+        assert!(
+            authenticate(&store, first.expose())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            authenticate(&store, second.expose())
+                .await
+                .unwrap()
+                .is_some()
+        );
+
+        // Unset: the variable's token stops working; with no admin left (a viewer does not
+        // count), one is generated.
+        let viewer = NewToken {
+            name: "viewer",
+            role: Role::Viewer,
+            hash: "h-viewer",
+            origin: TokenOrigin::Api,
+            created_by: None,
+        };
+        store.insert_token(&viewer).await.unwrap();
+        assert_eq!(
+            bootstrap(&store, None, &mut out).await.unwrap(),
+            Bootstrap::Generated
+        );
+        assert!(
+            authenticate(&store, second.expose())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let roles: Vec<Role> = store
+            .list_tokens()
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.role)
+            .collect();
+        assert_eq!(roles, [Role::Viewer, Role::Admin]);
+    }
+}

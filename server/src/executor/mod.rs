@@ -1,0 +1,525 @@
+//! The pod-migration executor: a background task that drives every approved decision's pod
+//! migration step by step from database state.
+//!
+//! Owns: the loop (woken by [`Executor::wake`] on approval and every [`TICK`]), the proposal
+//! expiry sweep, arbitration of pending pod migrations ([`arbitration`]), the state machine of
+//! running ones ([`machine`]), abort, recovery after a restart, the cached arbitration knobs and
+//! the in-memory rate limiters, and fault injection for crash tests (`REBALANCER_FAULT`).
+//! Must not: hold SQL (that is `store`) or know how a backend acts on a cluster.
+//!
+//! Crash safety: every step is persisted (with its event) before the side effect it leads to,
+//! and every backend call is idempotent or guarded by a check, so a restart resumes each
+//! unfinished pod migration where its last committed step left it and never evicts a pod twice.
+
+pub mod arbitration;
+pub mod machine;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex as StdMutex, RwLock};
+use std::time::Duration;
+
+use rebalancer_policy_sdk::view::Cluster;
+use tokio::sync::{Mutex, Notify, watch};
+
+use crate::app::AppState;
+use crate::cluster::ClusterSnapshot;
+use crate::store::{MigrationPhase, PodMigrationRecord, StoreError, now_ms};
+use arbitration::{
+    Active, ArbitrationConfig, Candidate, KoordPriority, KoordQos, KubeQos, ObjectLimiters,
+    PodFacts, TokenBucket, Verdict, Workload,
+};
+pub use machine::AbortError;
+
+/// How often the executor looks at unfinished pod migrations without being woken
+/// (Koordinator's arbitration interval).
+pub const TICK: Duration = Duration::from_millis(500);
+
+/// Environment variable of the crash-test fault injection: `abort-after:<point>` makes the
+/// process abort right after that point (a step name such as `Evicting`, or `EvictCalled`).
+pub const FAULT_ENV: &str = "REBALANCER_FAULT";
+
+/// Pod uid → row in one snapshot.
+type PodIndex = Arc<HashMap<String, u32>>;
+/// Controller uid → workload in one snapshot.
+type WorkloadIndex = Arc<HashMap<String, Workload>>;
+
+/// How often proposals are swept for expiry (approval checks the TTL itself, exactly).
+const SWEEP_EVERY_MS: i64 = 5_000;
+
+/// Handle to the executor's shared state. Cheap to clone.
+#[derive(Clone)]
+pub struct Executor {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    notify: Notify,
+    /// Held while one step of a pod migration runs (persist + side effect + persist); abort
+    /// takes it too, so an abort never lands between "evicting" and the eviction.
+    step_lock: Mutex<()>,
+    config: RwLock<ArbitrationConfig>,
+    limiters: StdMutex<ObjectLimiters>,
+    evictions: StdMutex<TokenBucket>,
+    fault: Option<String>,
+    /// uid → pod row, per cluster, for the snapshot revision it was built from.
+    pod_index: StdMutex<HashMap<String, (u64, PodIndex)>>,
+    /// Controller uid → workload, per cluster and snapshot revision.
+    workload_index: StdMutex<HashMap<String, (u64, WorkloadIndex)>>,
+    /// When proposals were last swept for expiry.
+    last_sweep: StdMutex<i64>,
+}
+
+impl Default for Executor {
+    fn default() -> Self {
+        Executor::new(fault_from_env())
+    }
+}
+
+fn fault_from_env() -> Option<String> {
+    let value = std::env::var(FAULT_ENV).ok()?;
+    match value.strip_prefix("abort-after:") {
+        Some(point) if !point.is_empty() => {
+            tracing::warn!(
+                point,
+                "fault injection armed: the process aborts after this point"
+            );
+            Some(point.to_string())
+        }
+        _ => {
+            tracing::error!(value = %value, "{FAULT_ENV} must be abort-after:<point>; ignored");
+            None
+        }
+    }
+}
+
+impl Executor {
+    pub fn new(fault: Option<String>) -> Executor {
+        let config = ArbitrationConfig::default();
+        Executor {
+            inner: Arc::new(Inner {
+                notify: Notify::new(),
+                step_lock: Mutex::new(()),
+                evictions: StdMutex::new(TokenBucket::full(config.evict_burst, now_ms())),
+                config: RwLock::new(config),
+                limiters: StdMutex::new(ObjectLimiters::default()),
+                fault,
+                pod_index: StdMutex::new(HashMap::new()),
+                workload_index: StdMutex::new(HashMap::new()),
+                last_sweep: StdMutex::new(0),
+            }),
+        }
+    }
+
+    /// Wake the loop (after an approval, an abort, a knob change).
+    pub fn wake(&self) {
+        self.inner.notify.notify_one();
+    }
+
+    /// The knobs in force.
+    pub fn config(&self) -> ArbitrationConfig {
+        self.inner
+            .config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replace the knobs in force (the caller has validated and stored them).
+    pub fn set_config(&self, config: ArbitrationConfig) {
+        *self.inner.config.write().unwrap_or_else(|p| p.into_inner()) = config;
+        self.wake();
+    }
+
+    /// Abort the process if fault injection is armed for `point` (crash tests only).
+    fn fault(&self, point: &str) {
+        if self.inner.fault.as_deref() == Some(point) {
+            tracing::error!(point, "fault injection: aborting the process");
+            std::process::abort();
+        }
+    }
+}
+
+/// Load the stored knobs into the executor (start-up).
+pub async fn load_config(state: &AppState) -> anyhow::Result<()> {
+    if let Some(json) = state.store.arbitration_config().await? {
+        let config: ArbitrationConfig = serde_json::from_value(json)
+            .map_err(|e| anyhow::anyhow!("the stored arbitration config is not valid: {e}"))?;
+        state.executor.set_config(config);
+    }
+    Ok(())
+}
+
+/// Run until `stop` turns true.
+pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
+    if let Err(e) = recover(&state).await {
+        tracing::error!(error = %e, "executor recovery failed; retrying on the next pass");
+    }
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        if let Err(e) = pass(&state).await {
+            tracing::error!(error = %e, "executor pass failed; retrying");
+        }
+        tokio::select! {
+            _ = state.executor.inner.notify.notified() => {}
+            _ = tokio::time::sleep(TICK) => {}
+            changed = stop.changed() => if changed.is_err() { break },
+        }
+    }
+    tracing::info!("executor stopped");
+}
+
+/// After a restart: rebuild the object limiters from the recorded evictions.
+async fn recover(state: &AppState) -> Result<(), StoreError> {
+    let config = state.executor.config();
+    let longest = [
+        &config.object_limiters.workload,
+        &config.object_limiters.namespace,
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|l| rebalancer_policy_sdk::evictor::parse_go_duration(&l.duration).ok())
+    .max()
+    .unwrap_or(0);
+    let since = now_ms() - i64::try_from(longest / 1_000_000 * 3 / 2).unwrap_or(0);
+    let evicted = state.store.evictions_since(since).await?;
+    let active = state.store.active_pod_migrations().await?;
+    tracing::info!(
+        unfinished = active.len(),
+        recent_evictions = evicted.len(),
+        "executor resuming"
+    );
+    let mut limiters = state
+        .executor
+        .inner
+        .limiters
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    for m in evicted {
+        let facts = facts_of(state, &m);
+        let workload = workloads_for(state, &m.cluster, facts.workload.iter().cloned());
+        limiters.record_eviction(
+            &config,
+            &facts,
+            facts.workload.as_ref().and_then(|w| workload.get(w)),
+            m.evicted_at.unwrap_or(since),
+        );
+    }
+    Ok(())
+}
+
+/// One look at everything unfinished.
+async fn pass(state: &AppState) -> anyhow::Result<()> {
+    let now = now_ms();
+    let sweep = {
+        let mut last = state
+            .executor
+            .inner
+            .last_sweep
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let due = now - *last >= SWEEP_EVERY_MS.min(state.settings.proposal_ttl_ms);
+        if due {
+            *last = now;
+        }
+        due
+    };
+    if sweep {
+        let expired = state
+            .store
+            .expire_proposals(now - state.settings.proposal_ttl_ms)
+            .await?;
+        if expired > 0 {
+            tracing::info!(decisions = expired, "proposals expired");
+        }
+    }
+    for m in state.store.unreleased_reservations().await? {
+        machine::release(state, &m).await;
+    }
+    let config = state.executor.config();
+    let all = state.store.active_pod_migrations().await?;
+    if all.is_empty() {
+        return Ok(());
+    }
+    let (pending, running): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|m| m.phase == MigrationPhase::Pending);
+    let mut running_ids: Vec<i64> = running.iter().map(|m| m.id).collect();
+    if !pending.is_empty() {
+        running_ids.extend(arbitrate(state, &config, pending, &running).await?);
+    }
+    for id in running_ids {
+        machine::drive(state, id).await?;
+    }
+    let mut limiters = state
+        .executor
+        .inner
+        .limiters
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    limiters.expire_idle(&config, now_ms());
+    Ok(())
+}
+
+/// Decide the pending pod migrations; returns the ids admitted.
+async fn arbitrate(
+    state: &AppState,
+    config: &ArbitrationConfig,
+    pending: Vec<PodMigrationRecord>,
+    running: &[PodMigrationRecord],
+) -> anyhow::Result<Vec<i64>> {
+    let mut candidates = Vec::new();
+    let mut records = HashMap::new();
+    for m in pending {
+        // The decision goes stale when the pod is gone or moved.
+        match machine::staleness(state, &m).await {
+            Ok(None) => {}
+            Ok(Some(stale)) => {
+                machine::fail_stale(state, &m, &stale).await?;
+                continue;
+            }
+            Err(e) => {
+                // One cluster's backend failing must not hold up the others.
+                let message = format!("waiting: the backend failed ({e}); retrying");
+                machine::wait(state, &m, "BackendError", &message, true).await?;
+                continue;
+            }
+        }
+        let pod = facts_of(state, &m);
+        candidates.push(Candidate {
+            migration: m.id,
+            created_ms: m.created_at,
+            pod,
+        });
+        records.insert(m.id, m);
+    }
+    let mut active = Vec::new();
+    for m in running {
+        active.push(Active::of(m.id, &facts_of(state, m)));
+    }
+    let mut workloads = HashMap::new();
+    let mut by_cluster: HashMap<&str, BTreeSet<String>> = HashMap::new();
+    for c in &candidates {
+        if let (Some(w), Some(m)) = (&c.pod.workload, records.get(&c.migration)) {
+            by_cluster
+                .entry(m.cluster.as_str())
+                .or_default()
+                .insert(w.clone());
+        }
+    }
+    for (cluster, keys) in by_cluster {
+        workloads.extend(workloads_for(state, cluster, keys.into_iter()));
+    }
+    let verdicts = {
+        let limiters = state
+            .executor
+            .inner
+            .limiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        arbitration::arbitrate(
+            config,
+            candidates,
+            &active,
+            &workloads,
+            &limiters.at(config, now_ms()),
+        )
+    };
+    let mut admitted = Vec::new();
+    for (candidate, verdict) in verdicts {
+        let Some(m) = records.get(&candidate.migration) else {
+            continue;
+        };
+        match verdict {
+            Verdict::Admit => {
+                if machine::admit(state, m, &candidate.pod).await? {
+                    admitted.push(m.id);
+                }
+            }
+            Verdict::Wait(message) => machine::wait(state, m, "Waiting", &message, false).await?,
+            Verdict::Reject(message) => {
+                machine::fail(state, m, "ForbiddenMigratePod", &message).await?
+            }
+        }
+    }
+    Ok(admitted)
+}
+
+// =============================================================================================
+// Facts from the cluster snapshot
+// =============================================================================================
+
+/// Row of pod `uid` in the snapshot of `cluster`.
+fn pod_row(state: &AppState, cluster: &str, snapshot: &ClusterSnapshot, uid: &str) -> Option<u32> {
+    let mut cache = state
+        .executor
+        .inner
+        .pod_index
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let fresh = cache
+        .get(cluster)
+        .filter(|(revision, _)| *revision == snapshot.revision)
+        .map(|(_, index)| index.clone());
+    let index = match fresh {
+        Some(index) => index,
+        None => {
+            let view = snapshot.cluster();
+            let index: HashMap<String, u32> = view
+                .pods()
+                .enumerate()
+                .map(|(i, p)| (p.uid().to_string(), i as u32))
+                .collect();
+            let index = Arc::new(index);
+            cache.insert(cluster.to_string(), (snapshot.revision, index.clone()));
+            index
+        }
+    };
+    index.get(uid).copied()
+}
+
+fn controller_of(view: Cluster<'_>, row: u32) -> Option<(String, String, String)> {
+    let pod = view.pod(row);
+    let raw = view.archive().pods.get(row as usize)?;
+    let owner = raw
+        .owner_refs
+        .iter()
+        .find(|r| r.controller)
+        .or_else(|| raw.owner_refs.first())?;
+    let kind = view.str(owner.kind.to_native()).to_string();
+    let name = view.str(owner.name.to_native());
+    let uid = view.str(owner.uid.to_native()).to_string();
+    Some((uid, format!("{kind} {}/{name}", pod.namespace()), kind))
+}
+
+/// What arbitration needs about the pod of `m`, from the cluster's current snapshot (a pod the
+/// snapshot does not hold gets neutral facts).
+fn facts_of(state: &AppState, m: &PodMigrationRecord) -> PodFacts {
+    let mut facts = PodFacts {
+        uid: m.pod_uid.clone(),
+        namespace: m.pod_namespace.clone(),
+        name: m.pod_name.clone(),
+        node: m.source_node.clone(),
+        koord_priority: KoordPriority::None,
+        priority: 0,
+        qos: KubeQos::BestEffort,
+        koord_qos: KoordQos::None,
+        deletion_cost: 0,
+        eviction_cost: 0,
+        creation_ms: 0,
+        workload: m.workload.clone(),
+        job: None,
+        evict_annotation: false,
+        never_migrate: None,
+    };
+    let Some(snapshot) = state.clusters.get(&m.cluster) else {
+        return facts;
+    };
+    let Some(row) = pod_row(state, &m.cluster, &snapshot, &m.pod_uid) else {
+        return facts;
+    };
+    let view = snapshot.cluster();
+    let pod = view.pod(row);
+    let index = snapshot.index();
+    let traits = index.pod_traits(row);
+    facts.koord_priority =
+        KoordPriority::of(pod.label(arbitration::KOORD_PRIORITY_LABEL), pod.priority());
+    facts.priority = pod.priority().unwrap_or(0);
+    facts.qos = match pod.qos() {
+        rebalancer_policy_sdk::model::QosClass::BestEffort => KubeQos::BestEffort,
+        rebalancer_policy_sdk::model::QosClass::Burstable => KubeQos::Burstable,
+        rebalancer_policy_sdk::model::QosClass::Guaranteed => KubeQos::Guaranteed,
+    };
+    facts.koord_qos = KoordQos::of(pod.label(arbitration::KOORD_QOS_LABEL));
+    facts.deletion_cost =
+        arbitration::parse_cost(pod.annotation(arbitration::DELETION_COST_ANNOTATION));
+    facts.eviction_cost =
+        arbitration::parse_cost(pod.annotation(arbitration::EVICTION_COST_ANNOTATION));
+    facts.creation_ms = pod.creation_ms();
+    facts.evict_annotation = traits.evict_annotation();
+    facts.never_migrate = if traits.terminating() {
+        Some("terminating")
+    } else if traits.daemon_set() {
+        Some("owned by a DaemonSet")
+    } else if traits.mirror() {
+        Some("a mirror pod")
+    } else if traits.static_pod() {
+        Some("a static pod")
+    } else {
+        None
+    };
+    if let Some((uid, _, kind)) = controller_of(view, row) {
+        if kind == "Job" {
+            facts.job = Some(uid.clone());
+        }
+        facts.workload.get_or_insert(uid);
+    }
+    facts
+}
+
+/// The workloads (by controller uid) of `cluster` among `keys`: desired replicas = the pods
+/// the snapshot holds for that controller (the snapshot does not model ReplicaSets or
+/// StatefulSets), and which of them are not Ready. Built once per snapshot revision.
+fn workloads_for(
+    state: &AppState,
+    cluster: &str,
+    keys: impl Iterator<Item = String>,
+) -> HashMap<String, Workload> {
+    let keys: BTreeSet<String> = keys.collect();
+    if keys.is_empty() {
+        return HashMap::new();
+    }
+    let Some(snapshot) = state.clusters.get(cluster) else {
+        return HashMap::new();
+    };
+    let index = {
+        let mut cache = state
+            .executor
+            .inner
+            .workload_index
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match cache.get(cluster) {
+            Some((revision, index)) if *revision == snapshot.revision => index.clone(),
+            _ => {
+                let index = Arc::new(all_workloads(&snapshot));
+                cache.insert(cluster.to_string(), (snapshot.revision, index.clone()));
+                index
+            }
+        }
+    };
+    keys.into_iter()
+        .filter_map(|k| index.get(&k).map(|w| (k, w.clone())))
+        .collect()
+}
+
+/// Every controller's [`Workload`] in one snapshot.
+fn all_workloads(snapshot: &ClusterSnapshot) -> HashMap<String, Workload> {
+    let view = snapshot.cluster();
+    let index = snapshot.index();
+    let mut out: HashMap<String, Workload> = HashMap::new();
+    for (row, pod) in view.pods().enumerate() {
+        let row = row as u32;
+        if pod.is_terminal() {
+            continue;
+        }
+        let Some((uid, display, _)) = controller_of(view, row) else {
+            continue;
+        };
+        let w = out.entry(uid.clone()).or_insert_with(|| Workload {
+            key: uid,
+            display,
+            replicas: 0,
+            unavailable: BTreeSet::new(),
+        });
+        w.replicas += 1;
+        if !index.pod_is_ready(row) || pod.has_deletion_timestamp() {
+            w.unavailable.insert(pod.uid().to_string());
+        }
+    }
+    out
+}

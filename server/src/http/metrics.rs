@@ -1,0 +1,27 @@
+//! `GET /metrics`: Prometheus text exposition. Public, like `/healthz`.
+
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+use crate::app::AppState;
+
+/// Content type of the Prometheus text format.
+const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Metrics in the Prometheus text format: runs, per-policy evaluation durations, proposals,
+/// decisions by status, evictions and pod migrations.
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses(
+        (status = 200, description = "Prometheus text format 0.0.4", body = String,
+            content_type = "text/plain"),
+    ))]
+pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let decisions = state.store.count_decisions_by_status().await?;
+    let mut response = state.metrics.render(&decisions).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+    Ok(response)
+}

@@ -1,0 +1,330 @@
+//! Pod migrations (one per approved decision) with their events, abort, and the arbitration
+//! knobs.
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::auth::Actor;
+use super::error::{ApiError, ErrorBody};
+use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
+use super::{page_limit, timestamp};
+use crate::app::AppState;
+use crate::audit::{self, action, kind};
+use crate::executor::arbitration::{ArbitrationConfig, KnobError, MigrationMode};
+use crate::executor::{AbortError, machine};
+use crate::store::{MigrationEvent, MigrationFilter, MigrationPhase, PodMigrationRecord};
+
+/// A pod migration (Koordinator's PodMigrationJob).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodMigrationView {
+    pub id: i64,
+    /// The decision it executes.
+    pub decision: i64,
+    pub cluster: String,
+    pub pod: super::decisions::PodIdentity,
+    #[schema(value_type = String, example = "ReservationFirst")]
+    pub mode: MigrationMode,
+    /// `Pending` (waiting for arbitration) → `Running` → `Succeeded` | `Failed` | `Aborted`.
+    pub phase: MigrationPhase,
+    /// Koordinator's `status`: the type of the last condition reached (`ReservationCreated`,
+    /// `ReservationScheduled`, `Eviction`, `PodBoundReservation`, `BoundPodReady`) or
+    /// `Complete`.
+    pub status: String,
+    /// CamelCase reason of the last change: `Waiting`, `BlockedByPdb`, `Unschedulable`,
+    /// `Timeout`, `Stale`, `ReplacementElsewhere`, `Aborted`, …
+    pub reason: String,
+    /// What it is doing or waiting for, in words (e.g. "waiting: node n-3 already has 2
+    /// migrating pods (maxMigratingPerNode=2)").
+    pub message: String,
+    pub source_node: String,
+    /// The node of the reservation, once scheduled.
+    pub target_node: Option<String>,
+    /// The reservation's name, once created.
+    pub reservation: Option<String>,
+    /// Whether the reservation has been released (abort, failure, replacement elsewhere).
+    pub reservation_released: bool,
+    /// The replacement pod, once known.
+    pub new_pod: Option<NewPodView>,
+    /// TTL in seconds, counted from when it started (0: none).
+    pub ttl_seconds: f64,
+    pub created_at: String,
+    pub updated_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct NewPodView {
+    pub uid: String,
+    pub name: Option<String>,
+    pub node: Option<String>,
+}
+
+/// One event, in order.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct EventView {
+    pub time: String,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub reason: String,
+    pub message: String,
+}
+
+/// A pod migration with every event.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PodMigrationDetail {
+    #[serde(flatten)]
+    pub pod_migration: PodMigrationView,
+    pub events: Vec<EventView>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PodMigrationList {
+    pub items: Vec<PodMigrationView>,
+    /// Pass as `cursor` to get the next page; null on the last page.
+    pub next: Option<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PodMigrationQuery {
+    /// Only the pod migration of this decision.
+    pub decision: Option<i64>,
+    /// Only pod migrations in this phase.
+    pub phase: Option<MigrationPhase>,
+    /// Page size (default 100, at most 1000).
+    pub limit: Option<u32>,
+    /// The `next` value of the previous page.
+    pub cursor: Option<String>,
+}
+
+fn view(m: PodMigrationRecord) -> PodMigrationView {
+    PodMigrationView {
+        id: m.id,
+        decision: m.decision_id,
+        cluster: m.cluster,
+        pod: super::decisions::PodIdentity {
+            namespace: m.pod_namespace,
+            name: m.pod_name,
+            uid: m.pod_uid,
+        },
+        mode: MigrationMode::parse(&m.mode).unwrap_or_default(),
+        phase: m.phase,
+        status: m.status,
+        reason: m.reason,
+        message: m.message,
+        source_node: m.source_node,
+        target_node: m.target_node,
+        reservation: m.reservation,
+        reservation_released: m.reservation_released,
+        new_pod: m.new_pod_uid.map(|uid| NewPodView {
+            uid,
+            name: m.new_pod_name,
+            node: m.new_pod_node,
+        }),
+        ttl_seconds: m.ttl_ms as f64 / 1000.0,
+        created_at: timestamp(m.created_at),
+        updated_at: timestamp(m.updated_at),
+        started_at: m.started_at.map(timestamp),
+        finished_at: m.finished_at.map(timestamp),
+    }
+}
+
+fn event(e: MigrationEvent) -> EventView {
+    EventView {
+        time: timestamp(e.time),
+        kind: e.kind,
+        reason: e.reason,
+        message: e.message,
+    }
+}
+
+async fn detail(state: &AppState, id: i64) -> Result<PodMigrationDetail, ApiError> {
+    let m = state.store.get_pod_migration(id).await?;
+    let events = state.store.pod_migration_events(id).await?;
+    Ok(PodMigrationDetail {
+        pod_migration: view(m),
+        events: events.into_iter().map(event).collect(),
+    })
+}
+
+/// Pod migrations in the order they were created.
+#[utoipa::path(get, path = "/api/v1/pod-migrations", tag = "pod-migrations",
+    params(PodMigrationQuery),
+    responses(
+        (status = 200, body = PodMigrationList),
+        (status = 400, body = ErrorBody),
+    ))]
+pub async fn list_pod_migrations(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<PodMigrationQuery>,
+) -> Result<Json<PodMigrationList>, ApiError> {
+    let limit = page_limit(query.limit)?;
+    let after = query
+        .cursor
+        .as_deref()
+        .map(|c| {
+            c.parse::<i64>().map_err(|_| {
+                ApiError::bad_request(
+                    "invalid_cursor",
+                    format!("cursor {c:?} is not one this API returned"),
+                )
+            })
+        })
+        .transpose()?;
+    let (items, next) = state
+        .store
+        .list_pod_migrations(
+            &MigrationFilter {
+                decision: query.decision,
+                phase: query.phase,
+                after,
+            },
+            limit,
+        )
+        .await?;
+    Ok(Json(PodMigrationList {
+        items: items.into_iter().map(view).collect(),
+        next: next.map(|id| id.to_string()),
+    }))
+}
+
+/// One pod migration with its events in order.
+#[utoipa::path(get, path = "/api/v1/pod-migrations/{id}", tag = "pod-migrations",
+    params(("id" = i64, Path, description = "Pod migration id")),
+    responses(
+        (status = 200, body = PodMigrationDetail),
+        (status = 404, body = ErrorBody),
+    ))]
+pub async fn get_pod_migration(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<PodMigrationDetail>, ApiError> {
+    Ok(Json(detail(&state, id).await?))
+}
+
+/// Abort a pod migration that has not finished: it ends `Aborted`, its decision `failed`, and
+/// its reservation is released. An eviction that already happened cannot be undone (the
+/// message says so).
+#[utoipa::path(post, path = "/api/v1/pod-migrations/{id}/abort", tag = "pod-migrations",
+    params(("id" = i64, Path, description = "Pod migration id")),
+    request_body(content = Option<super::decisions::DecisionComment>, description = "Optional comment"),
+    responses(
+        (status = 200, description = "Aborted", body = PodMigrationDetail),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "Already finished (details.phase)", body = ErrorBody),
+    ))]
+pub async fn abort_pod_migration(
+    State(state): State<AppState>,
+    actor: Actor,
+    ApiPath(id): ApiPath<i64>,
+    RawBody(body): RawBody,
+) -> Result<Json<PodMigrationDetail>, ApiError> {
+    let comment = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        serde_json::from_slice::<super::decisions::DecisionComment>(&body)
+            .map_err(|e| {
+                ApiError::bad_request(
+                    "invalid_request",
+                    format!("the body must be empty or {{\"comment\": \"...\"}}: {e}"),
+                )
+            })?
+            .comment
+    };
+    let work = {
+        let state = state.clone();
+        async move {
+            match machine::abort(&state, id, &actor.name, comment.as_deref()).await {
+                Ok(_) => {
+                    audit::record(
+                        &state,
+                        &actor,
+                        action::POD_MIGRATION_ABORT,
+                        kind::POD_MIGRATION,
+                        &id.to_string(),
+                        Some(json!({"comment": comment})),
+                    )
+                    .await;
+                    Ok(Json(detail(&state, id).await?))
+                }
+                Err(AbortError::Finished { phase, .. }) => Err(ApiError::conflict(
+                    "already_finished",
+                    format!("pod migration {id} is already {phase}; only Pending or Running pod migrations can be aborted"),
+                )
+                .with_details(json!({ "phase": phase }))),
+                Err(AbortError::Store(e)) => Err(e.into()),
+            }
+        }
+    };
+    state
+        .detached(work)
+        .await
+        .map_err(|e| ApiError::internal("abort task failed", e))?
+}
+
+/// Audit vocabulary of the arbitration knobs (alongside `crate::audit::action`).
+const ARBITRATION_PUT: &str = "arbitration.put";
+const ARBITRATION_KIND: &str = "arbitration";
+
+/// The arbitration knobs in force (Koordinator's MigrationControllerArgs names and defaults).
+#[utoipa::path(get, path = "/api/v1/arbitration", tag = "pod-migrations",
+    responses((status = 200, body = ArbitrationConfig)))]
+pub async fn get_arbitration(State(state): State<AppState>) -> Json<ArbitrationConfig> {
+    Json(state.executor.config())
+}
+
+/// Replace the arbitration knobs; fields left out take Koordinator's defaults. Applies to pod
+/// migrations not yet admitted and, for mode and TTL, to approvals from now on.
+#[utoipa::path(put, path = "/api/v1/arbitration", tag = "pod-migrations",
+    request_body = ArbitrationConfig,
+    responses(
+        (status = 200, body = ArbitrationConfig),
+        (status = 422, description = "A knob cannot work; details lists every problem", body = ErrorBody),
+    ))]
+pub async fn put_arbitration(
+    State(state): State<AppState>,
+    actor: Actor,
+    ApiJson(config): ApiJson<ArbitrationConfig>,
+) -> Result<Json<ArbitrationConfig>, ApiError> {
+    let errors: Vec<KnobError> = config.validate();
+    if !errors.is_empty() {
+        let summary = errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(ApiError::unprocessable(
+            "invalid_config",
+            format!("the arbitration config cannot be used: {summary}"),
+        )
+        .with_details(json!({ "errors": errors })));
+    }
+    let json = serde_json::to_value(&config)
+        .map_err(|e| ApiError::internal("serialising the arbitration config", e))?;
+    let work = {
+        let state = state.clone();
+        async move {
+            state.store.put_arbitration_config(&json).await?;
+            state.executor.set_config(config.clone());
+            audit::record(
+                &state,
+                &actor,
+                ARBITRATION_PUT,
+                ARBITRATION_KIND,
+                "arbitration",
+                Some(json),
+            )
+            .await;
+            Ok::<_, ApiError>(Json(config))
+        }
+    };
+    state
+        .detached(work)
+        .await
+        .map_err(|e| ApiError::internal("arbitration config task failed", e))?
+}

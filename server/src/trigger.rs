@@ -1,0 +1,479 @@
+//! Triggers: what starts a run, and the run itself as the server executes it.
+//!
+//! Owns: [`execute_run`] — the one way a run happens (by hand over REST, by a schedule's
+//! interval, or after a cluster change): record it, evaluate it under the evaluation semaphore,
+//! record its outcome and decisions, count it in the metrics, log it in a span carrying run id,
+//! cluster and profile. And [`run_scheduler`], the background task that starts the runs
+//! schedules ask for. The scheduler keeps no state of its own that matters: what is due is
+//! derived from the `schedules` rows (when each last started a run, which cluster revision it
+//! evaluated) and the clusters' current revisions, so a restart resumes where it left off.
+//! Must not: build HTTP responses (`http::runs` maps [`RunFailure`] to them) or hold SQL.
+//!
+//! Change triggers are debounced on the trailing edge: a run starts once the cluster has been
+//! quiet for `debounceSeconds` after its latest change, so a burst of pushes gives one run.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::Instrument as _;
+
+use crate::app::AppState;
+use crate::metrics::PolicyEvaluation;
+use crate::profile::{ProfileError, ProfileSpec};
+use crate::run::{self, RunError, RunReport};
+use crate::store::{
+    NewDecision, NewRun, RunEnd, RunRecord, RunStatus, RunTrigger, ScheduleRecord, StoreError,
+    now_ms,
+};
+
+/// A run to start.
+#[derive(Clone, Debug)]
+pub struct RunRequest {
+    pub cluster: String,
+    pub profile: String,
+    /// Its decisions can never be approved or executed.
+    pub dry_run: bool,
+    pub trigger: RunTrigger,
+    pub schedule_id: Option<i64>,
+}
+
+impl RunRequest {
+    /// A run asked for over REST.
+    pub fn manual(cluster: &str, profile: &str, dry_run: bool) -> RunRequest {
+        RunRequest {
+            cluster: cluster.to_string(),
+            profile: profile.to_string(),
+            dry_run,
+            trigger: RunTrigger::Manual,
+            schedule_id: None,
+        }
+    }
+}
+
+/// A run that finished successfully.
+#[derive(Debug)]
+pub struct FinishedRun {
+    /// The stored run, as it now is (`succeeded`, finished).
+    pub record: RunRecord,
+    pub report: RunReport,
+}
+
+/// Why a run did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFailure {
+    /// No such cluster or profile (`StoreError::NotFound`), or the database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "the stored state of cluster \"{0}\" could not be loaded at start-up (see the server \
+         log); push a new snapshot"
+    )]
+    ClusterNotLoaded(String),
+    /// The profile cannot run on this cluster; the run is recorded as failed.
+    #[error("{message}")]
+    InvalidProfile {
+        run: i64,
+        message: String,
+        errors: Vec<ProfileError>,
+    },
+    /// The evaluation task panicked; the run is recorded as failed.
+    #[error("run {run} crashed: {cause}")]
+    Crashed { run: i64, cause: String },
+}
+
+impl RunFailure {
+    /// The run recorded, if one was.
+    pub fn run_id(&self) -> Option<i64> {
+        match self {
+            RunFailure::InvalidProfile { run, .. } | RunFailure::Crashed { run, .. } => Some(*run),
+            _ => None,
+        }
+    }
+}
+
+/// Evaluate a profile over a cluster's current snapshot and record everything. Call it through
+/// [`AppState::detached`] so a caller that goes away does not leave the run `running`.
+pub async fn execute_run(state: AppState, request: RunRequest) -> Result<FinishedRun, RunFailure> {
+    let record = state.store.get_cluster(&request.cluster).await?;
+    let snapshot = state
+        .clusters
+        .get(&record.name)
+        .ok_or_else(|| RunFailure::ClusterNotLoaded(record.name.clone()))?;
+    let profile = state.store.get_profile(&request.profile).await?;
+    let spec: ProfileSpec = serde_json::from_value(profile.spec)
+        .map_err(|e| StoreError::corrupt(format!("spec of profile {}", profile.name), e))?;
+    let run = state
+        .store
+        .insert_run(&NewRun {
+            cluster: &record.name,
+            cluster_revision: snapshot.revision as i64,
+            profile: &profile.name,
+            dry_run: request.dry_run,
+            trigger: request.trigger,
+            schedule_id: request.schedule_id,
+        })
+        .await?;
+    let span = tracing::info_span!(
+        "run",
+        run_id = run.id,
+        cluster = %run.cluster,
+        profile = %run.profile,
+        trigger = run.trigger.as_str(),
+        dry_run = run.dry_run,
+    );
+    let result = evaluate_and_record(&state, run, spec, snapshot)
+        .instrument(span)
+        .await;
+    let (profile, trigger) = (&profile.name, request.trigger.as_str());
+    match &result {
+        Ok(_) => state.metrics.run_finished(profile, "succeeded", trigger),
+        Err(failure) if failure.run_id().is_some() => {
+            state.metrics.run_finished(profile, "failed", trigger)
+        }
+        Err(_) => {}
+    }
+    result
+}
+
+async fn evaluate_and_record(
+    state: &AppState,
+    run: RunRecord,
+    spec: ProfileSpec,
+    snapshot: Arc<crate::cluster::ClusterSnapshot>,
+) -> Result<FinishedRun, RunFailure> {
+    tracing::info!(revision = run.cluster_revision, "run started");
+    let permit = state
+        .evaluations
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("the evaluation semaphore is never closed");
+    let (engine, registry) = (state.engine.clone(), state.registry.clone());
+    let span = tracing::Span::current();
+    let outcome = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        span.in_scope(|| run::execute(&engine, &registry, &spec, &snapshot))
+    })
+    .await;
+
+    match outcome {
+        Ok(Ok(report)) => {
+            let recording = Instant::now();
+            let decisions: Vec<NewDecision<'_>> = report
+                .proposals
+                .iter()
+                .map(|p| NewDecision {
+                    plugin_set: &p.plugin_set,
+                    plugin: &p.plugin,
+                    pod_uid: &p.pod_uid,
+                    pod_namespace: &p.namespace,
+                    pod_name: &p.name,
+                    node: &p.node,
+                    reason: &p.reason,
+                })
+                .collect();
+            let report_json =
+                serde_json::to_string(&report).map_err(|e| StoreError::corrupt("run report", e))?;
+            let finished_at = state
+                .store
+                .finish_run(
+                    run.id,
+                    RunEnd::Succeeded {
+                        report: &report_json,
+                        decisions: &decisions,
+                    },
+                )
+                .await?;
+            drop(decisions);
+            for policy in &report.policies {
+                state.metrics.policy_evaluated(PolicyEvaluation {
+                    policy: &policy.plugin,
+                    plugin_set: &policy.plugin_set,
+                    profile: &run.profile,
+                    outcome: policy.error.as_ref().map_or("ok", |e| e.kind.as_str()),
+                    seconds: policy.duration_ms / 1000.0,
+                    proposals: u64::from(policy.proposals),
+                });
+            }
+            tracing::info!(
+                proposals = report.proposals.len(),
+                duration_ms = report.duration_ms,
+                record_ms = recording.elapsed().as_secs_f64() * 1000.0,
+                "run succeeded"
+            );
+            // The stored row holds exactly this; no need to read it back.
+            let record = RunRecord {
+                status: RunStatus::Succeeded,
+                finished_at: Some(finished_at),
+                report: None,
+                ..run
+            };
+            // Auto-approve rules of the profile (never for dry runs); on failure the proposals
+            // simply stay proposed.
+            if let Err(e) = crate::approval::auto_approve_run(state, &record).await {
+                tracing::error!(run_id = record.id, error = %e, "applying auto-approve rules failed");
+            }
+            Ok(FinishedRun { record, report })
+        }
+        Ok(Err(RunError::InvalidProfile(errors))) => {
+            let summary = errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            let message = format!(
+                "profile \"{}\" cannot run on cluster \"{}\": {summary}",
+                run.profile, run.cluster
+            );
+            state
+                .store
+                .finish_run(run.id, RunEnd::Failed { error: &message })
+                .await?;
+            tracing::warn!("run failed: {message}");
+            Err(RunFailure::InvalidProfile {
+                run: run.id,
+                message,
+                errors,
+            })
+        }
+        Err(join) => {
+            let message = "internal error: the run crashed; the cause is in the server log";
+            if let Err(e) = state
+                .store
+                .finish_run(run.id, RunEnd::Failed { error: message })
+                .await
+            {
+                tracing::error!(error = %e, "could not record a crashed run");
+            }
+            Err(RunFailure::Crashed {
+                run: run.id,
+                cause: join.to_string(),
+            })
+        }
+    }
+}
+
+// ---- The scheduler ---------------------------------------------------------------------------
+
+/// How long the scheduler waits before retrying after the database failed.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
+/// Longest sleep with nothing due (wake-ups come earlier on any change anyway).
+const IDLE_SLEEP: Duration = Duration::from_secs(3600);
+
+/// When each loaded cluster's current revision was first seen by the scheduler.
+#[derive(Debug, Default)]
+struct ChangeTracker {
+    clusters: HashMap<String, (u64, i64)>,
+}
+
+impl ChangeTracker {
+    fn observe(&mut self, revisions: Vec<(String, u64)>, now: i64) {
+        for (name, revision) in revisions {
+            match self.clusters.get(&name) {
+                Some((seen, _)) if *seen == revision => {}
+                _ => {
+                    self.clusters.insert(name, (revision, now));
+                }
+            }
+        }
+    }
+
+    fn get(&self, cluster: &str) -> Option<(u64, i64)> {
+        self.clusters.get(cluster).copied()
+    }
+}
+
+/// When a schedule is due next, and for which trigger.
+fn due(schedule: &ScheduleRecord, changes: &ChangeTracker, now: i64) -> Option<(i64, RunTrigger)> {
+    if !schedule.spec.enabled {
+        return None;
+    }
+    let periodic = schedule.spec.interval_seconds.map(|interval| {
+        let at = schedule.last_triggered_at.map_or(now, |last| {
+            last.saturating_add(interval.saturating_mul(1000))
+        });
+        (at, RunTrigger::Schedule)
+    });
+    let on_change = changes
+        .get(&schedule.spec.cluster)
+        .filter(|_| schedule.spec.on_change)
+        .filter(|(revision, _)| schedule.last_revision != Some(*revision as i64))
+        .map(|(_, changed_at)| {
+            (
+                changed_at.saturating_add(schedule.spec.debounce_seconds.saturating_mul(1000)),
+                RunTrigger::Change,
+            )
+        });
+    match (periodic, on_change) {
+        (Some(p), Some(c)) => Some(if c.0 <= p.0 { c } else { p }),
+        (p, c) => p.or(c),
+    }
+}
+
+/// The background task that starts scheduled and change-triggered runs; runs until dropped.
+/// Wakes at the next due time, on any cluster change and on any schedule change
+/// ([`AppState::schedules_changed`]). Runs of all schedules are started one after another.
+pub async fn run_scheduler(state: AppState) {
+    let mut changes = state.clusters.subscribe();
+    let mut tracker = ChangeTracker::default();
+    tracing::info!("scheduler started");
+    loop {
+        changes.borrow_and_update();
+        tracker.observe(state.clusters.revisions(), now_ms());
+        let wait = match tick(&state, &tracker).await {
+            Ok(Some(next)) => Duration::from_millis(next.saturating_sub(now_ms()).max(0) as u64),
+            Ok(None) => IDLE_SLEEP,
+            Err(e) => {
+                tracing::error!(error = %e, "the scheduler could not read its schedules; retrying");
+                RETRY_AFTER_FAILURE
+            }
+        };
+        if wait.is_zero() {
+            continue;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    // The cluster registry is gone: the server is shutting down.
+                    return;
+                }
+            }
+            () = state.schedules_changed.notified() => {}
+        }
+    }
+}
+
+/// Start every run that is due now. Returns the next time something is due (now again when a
+/// run was started, as time has passed and the cluster may have changed meanwhile).
+async fn tick(state: &AppState, tracker: &ChangeTracker) -> Result<Option<i64>, StoreError> {
+    let schedules = state.store.list_schedules().await?;
+    let now = now_ms();
+    let mut next: Option<i64> = None;
+    for schedule in &schedules {
+        let Some((at, trigger)) = due(schedule, tracker, now) else {
+            continue;
+        };
+        if at > now {
+            next = Some(next.map_or(at, |n| n.min(at)));
+            continue;
+        }
+        start(state, schedule, trigger, tracker).await?;
+        next = Some(now_ms());
+    }
+    Ok(next)
+}
+
+async fn start(
+    state: &AppState,
+    schedule: &ScheduleRecord,
+    trigger: RunTrigger,
+    tracker: &ChangeTracker,
+) -> Result<(), StoreError> {
+    let spec = &schedule.spec;
+    let revision = tracker.get(&spec.cluster).map(|(r, _)| r as i64);
+    // Recorded before the run: a crash during it does not start it again after the restart.
+    state
+        .store
+        .schedule_started(schedule.id, now_ms(), revision)
+        .await?;
+    tracing::info!(
+        schedule = schedule.id,
+        cluster = %spec.cluster,
+        profile = %spec.profile,
+        trigger = trigger.as_str(),
+        "scheduled run starting"
+    );
+    let request = RunRequest {
+        cluster: spec.cluster.clone(),
+        profile: spec.profile.clone(),
+        dry_run: spec.dry_run,
+        trigger,
+        schedule_id: Some(schedule.id),
+    };
+    let (run_id, error) = match state.detached(execute_run(state.clone(), request)).await {
+        Ok(Ok(run)) => (Some(run.record.id), None),
+        Ok(Err(failure)) => {
+            tracing::warn!(schedule = schedule.id, error = %failure, "scheduled run failed");
+            (failure.run_id(), Some(failure.to_string()))
+        }
+        Err(join) => {
+            tracing::error!(schedule = schedule.id, error = %join, "scheduled run task failed");
+            (
+                None,
+                Some("internal error: the run task failed".to_string()),
+            )
+        }
+    };
+    state
+        .store
+        .schedule_finished(schedule.id, run_id, error.as_deref())
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::ScheduleSpec;
+
+    fn schedule(interval: Option<i64>, on_change: bool) -> ScheduleRecord {
+        ScheduleRecord {
+            id: 1,
+            spec: ScheduleSpec {
+                cluster: "c".into(),
+                profile: "p".into(),
+                interval_seconds: interval,
+                on_change,
+                debounce_seconds: 10,
+                dry_run: false,
+                enabled: true,
+            },
+            created_at: 0,
+            updated_at: 0,
+            last_triggered_at: None,
+            last_revision: Some(5),
+            last_run_id: None,
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn periodic_schedules_are_due_an_interval_after_the_last_run() {
+        let tracker = ChangeTracker::default();
+        let mut s = schedule(Some(60), false);
+        assert_eq!(
+            due(&s, &tracker, 1_000),
+            Some((1_000, RunTrigger::Schedule))
+        );
+        s.last_triggered_at = Some(1_000);
+        assert_eq!(
+            due(&s, &tracker, 2_000),
+            Some((61_000, RunTrigger::Schedule))
+        );
+        s.spec.enabled = false;
+        assert_eq!(due(&s, &tracker, 2_000), None);
+    }
+
+    #[test]
+    fn change_triggers_wait_for_quiet_and_skip_evaluated_revisions() {
+        let mut tracker = ChangeTracker::default();
+        let s = schedule(None, true);
+        assert_eq!(due(&s, &tracker, 0), None, "cluster not loaded");
+        tracker.observe(vec![("c".into(), 5)], 1_000);
+        assert_eq!(due(&s, &tracker, 2_000), None, "revision already evaluated");
+        tracker.observe(vec![("c".into(), 6)], 3_000);
+        assert_eq!(due(&s, &tracker, 3_500), Some((13_000, RunTrigger::Change)));
+        // Another change moves the due time (debounce), the same revision does not.
+        tracker.observe(vec![("c".into(), 7)], 8_000);
+        tracker.observe(vec![("c".into(), 7)], 9_000);
+        assert_eq!(due(&s, &tracker, 9_000), Some((18_000, RunTrigger::Change)));
+        // The earlier of the periodic and the change trigger wins.
+        let mut both = schedule(Some(5), true);
+        both.last_triggered_at = Some(0);
+        assert_eq!(
+            due(&both, &tracker, 9_000),
+            Some((5_000, RunTrigger::Schedule))
+        );
+    }
+}

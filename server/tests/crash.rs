@@ -1,0 +1,304 @@
+//! Crash safety of pod migrations with a REAL server process: the binary is started with
+//! `REBALANCER_FAULT=abort-after:<point>`, a decision is approved, the process aborts right
+//! after that point of the pod migration, and a server started again on the same database
+//! (without the fault) finishes the pod migration — with exactly one eviction of the pod in the
+//! simulated backend's log.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+#[allow(dead_code)]
+#[path = "api/support.rs"]
+mod support;
+
+use support::{ADMIN_TOKEN, client_with_token, small_cluster};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_rebalancer");
+
+struct Process {
+    child: Child,
+    lines: mpsc::Receiver<Value>,
+    base: String,
+}
+
+/// Start the binary on `database`; wait until it is ready.
+fn start(database: &Path, fault: Option<&str>) -> Process {
+    let mut command = Command::new(BINARY);
+    command
+        .env("REBALANCER_LISTEN", "127.0.0.1:0")
+        .env("REBALANCER_DATABASE", database)
+        .env("REBALANCER_NO_DEMO", "true")
+        .env("REBALANCER_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("REBALANCER_LOG_FORMAT", "json")
+        .env("RUST_LOG", "info")
+        .env_remove("REBALANCER_FAULT")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null());
+    if let Some(point) = fault {
+        command.env("REBALANCER_FAULT", format!("abort-after:{point}"));
+    }
+    let mut child = command.spawn().expect("the binary starts");
+    let (tx, lines) = mpsc::channel::<Value>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                let _ = tx.send(value);
+            }
+        }
+    });
+    let mut process = Process {
+        child,
+        lines,
+        base: String::new(),
+    };
+    let listening = process.wait_for("listening");
+    process.base = format!(
+        "http://{}",
+        listening["fields"]["addr"].as_str().expect("the address")
+    );
+    process.wait_for("ready");
+    process
+}
+
+impl Process {
+    fn wait_for(&mut self, message: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no log line {message:?}"));
+            if line["fields"]["message"] == message {
+                return line;
+            }
+        }
+    }
+
+    /// Wait for the process to end by itself (the injected abort).
+    fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the process did not abort");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn terminate(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+async fn call(base: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    let client = client_with_token(ADMIN_TOKEN);
+    let mut request = client.request(method, format!("{base}{path}"));
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("request sent");
+    let status = response.status();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    assert!(status.is_success(), "{path}: {status} {body:#}");
+    body
+}
+
+/// Rows of the database, read directly (the server may be dead).
+async fn query_one(database: &Path, sql: &str, uid: &str) -> (i64, String) {
+    let url = format!("sqlite://{}", database.display());
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let row: (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(sql.to_string()))
+        .bind(uid)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    row
+}
+
+async fn evictions_of(database: &Path, uid: &str) -> i64 {
+    query_one(
+        database,
+        "SELECT COUNT(*), '' FROM simulated_events WHERE reason = 'Evicted' AND pod_uid = ?",
+        uid,
+    )
+    .await
+    .0
+}
+
+/// Approve web-1's decision under `fault`, let the process abort, check the step it stopped
+/// at, restart, and check the pod migration completes with exactly one eviction.
+async fn crash_and_resume(point: &str, expect_step: &str, evicted_at_crash: i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("crash.db");
+    let uid = "uid-shop-web-1";
+
+    let mut first = start(&database, Some(point));
+    let base = first.base.clone();
+    call(
+        &base,
+        reqwest::Method::PUT,
+        "/api/v1/clusters/east/snapshot",
+        Some(small_cluster()),
+    )
+    .await;
+    call(
+        &base,
+        reqwest::Method::PUT,
+        "/api/v1/profiles/lifetime",
+        Some(json!({
+            "apiVersion": "descheduler/v1alpha2",
+            "kind": "DeschedulerPolicy",
+            "profiles": [{
+                "name": "old",
+                "pluginConfig": [{"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 60}}],
+                "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}}
+            }]
+        })),
+    )
+    .await;
+    let run = call(
+        &base,
+        reqwest::Method::POST,
+        "/api/v1/runs",
+        Some(json!({"cluster": "east", "profile": "lifetime"})),
+    )
+    .await;
+    let decisions = call(
+        &base,
+        reqwest::Method::GET,
+        &format!("/api/v1/decisions?run={}", run["id"]),
+        None,
+    )
+    .await;
+    let decision = decisions["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["pod"]["uid"] == uid)
+        .expect("web-1 was proposed")["id"]
+        .as_i64()
+        .unwrap();
+    // The executor may reach the fault point (and abort the process) before the approval's
+    // response is written: a connection cut is an expected answer here. The approval itself
+    // is committed before the executor is woken, so the pod migration exists either way.
+    let approve = client_with_token(ADMIN_TOKEN)
+        .post(format!("{base}/api/v1/decisions/{decision}/approve"))
+        .json(&json!({"comment": "crash test"}))
+        .send()
+        .await;
+    if let Ok(response) = approve {
+        let status = response.status();
+        if let Ok(body) = response.json::<Value>().await {
+            assert!(status.is_success(), "{point}: approve: {status} {body:#}");
+        }
+    }
+
+    let status = first.wait_exit();
+    assert!(
+        !status.success(),
+        "{point}: the process should have aborted: {status}"
+    );
+    let (migration, step) = query_one(
+        &database,
+        "SELECT id, step FROM pod_migrations WHERE pod_uid = ?",
+        uid,
+    )
+    .await;
+    assert_eq!(
+        step, expect_step,
+        "{point}: where the crash left the pod migration"
+    );
+    assert_eq!(
+        evictions_of(&database, uid).await,
+        evicted_at_crash,
+        "{point}: evictions at the crash"
+    );
+
+    // Restart without the fault: it resumes and finishes.
+    let second = start(&database, None);
+    let mut last = Value::Null;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        last = call(
+            &second.base,
+            reqwest::Method::GET,
+            &format!("/api/v1/pod-migrations/{migration}"),
+            None,
+        )
+        .await;
+        if matches!(
+            last["phase"].as_str(),
+            Some("Succeeded" | "Failed" | "Aborted")
+        ) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["phase"], "Succeeded", "{point}: {last:#}");
+    assert_eq!(last["status"], "Complete", "{point}: {last:#}");
+    assert_eq!(
+        evictions_of(&database, uid).await,
+        1,
+        "{point}: evicted exactly once"
+    );
+    let decision = call(
+        &second.base,
+        reqwest::Method::GET,
+        &format!("/api/v1/decisions/{decision}"),
+        None,
+    )
+    .await;
+    assert_eq!(decision["status"], "succeeded", "{point}: {decision:#}");
+    // The replacement runs on the reservation's node.
+    let target = last["targetNode"].as_str().unwrap();
+    let pods = call(
+        &second.base,
+        reqwest::Method::GET,
+        &format!("/api/v1/clusters/east/pods?node={target}"),
+        None,
+    )
+    .await;
+    let replacement = last["newPod"]["name"].as_str().unwrap();
+    assert!(
+        pods["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == replacement),
+        "{point}: {pods:#}"
+    );
+    second.terminate();
+}
+
+#[tokio::test]
+async fn crash_after_the_reservation_was_created() {
+    crash_and_resume("ReservationCreated", "ReservationCreated", 0).await;
+}
+
+#[tokio::test]
+async fn crash_after_evicting_was_persisted_before_the_eviction_call() {
+    crash_and_resume("Evicting", "Evicting", 0).await;
+}
+
+#[tokio::test]
+async fn crash_after_the_eviction_before_it_was_recorded() {
+    crash_and_resume("EvictCalled", "Evicting", 1).await;
+}
+
+#[tokio::test]
+async fn crash_before_complete() {
+    crash_and_resume("BoundPodReady", "BoundPodReady", 1).await;
+}

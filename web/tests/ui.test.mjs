@@ -1,0 +1,363 @@
+// Browser test of the web UI against a running Rebalancer server.
+//
+//   REBALANCER_URL=http://127.0.0.1:8080 REBALANCER_TOKEN=<admin token> \
+//   [REBALANCER_UI_ARTIFACTS=/tmp/dir] node tests/ui.test.mjs
+//
+// Drives headless Debian Chromium (/usr/bin/chromium, or CHROMIUM_PATH) with playwright-core:
+// sign in, clusters and node utilization, start a run, approve / reject decisions (one by one
+// and in bulk), the pod migration of an approved decision with its events, the 403 of a viewer
+// token, log out, and the 401 of a bad token. Screenshots go to REBALANCER_UI_ARTIFACTS (default:
+// a new temporary directory). Exits non-zero, naming the failed step, on any failure, including
+// an uncaught page error or an unexpected console error.
+
+import { chromium } from 'playwright-core';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const BASE = (process.env.REBALANCER_URL ?? '').replace(/\/$/, '');
+const TOKEN = process.env.REBALANCER_TOKEN ?? '';
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+if (!BASE || !TOKEN) {
+  console.error('set REBALANCER_URL (e.g. http://127.0.0.1:8080) and REBALANCER_TOKEN (an admin token)');
+  process.exit(2);
+}
+const ARTIFACTS = process.env.REBALANCER_UI_ARTIFACTS ?? fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-ui-'));
+fs.mkdirSync(ARTIFACTS, { recursive: true });
+const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-ui-profile-'));
+
+// ---- tiny harness ------------------------------------------------------------------------------
+let currentStep = '(start)';
+let expectHttpErrors = false;
+const problems = [];
+
+function log(message) {
+  console.log(`[ui-test] ${message}`);
+}
+
+function check(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+async function step(name, fn) {
+  currentStep = name;
+  const started = Date.now();
+  await fn();
+  log(`ok  ${name} (${Date.now() - started} ms)`);
+}
+
+/** Direct API call (for set-up and for checking what the UI claims). */
+async function api(method, apiPath, { body, token = TOKEN } = {}) {
+  const response = await fetch(`${BASE}/api/v1${apiPath}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await response.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch { json = text; }
+  return { status: response.status, body: json };
+}
+
+// ---- the scenario ------------------------------------------------------------------------------
+const context = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: CHROMIUM,
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  viewport: { width: 1280, height: 900 },
+});
+context.setDefaultTimeout(20_000);
+const page = context.pages()[0] ?? await context.newPage();
+page.on('pageerror', (err) => problems.push(`uncaught page error during "${currentStep}": ${err.message}`));
+page.on('console', (msg) => {
+  if (msg.type() !== 'error') return;
+  const text = msg.text();
+  // Chromium logs every non-2xx fetch as "Failed to load resource"; expected during the steps
+  // that provoke 401/403 on purpose.
+  if (expectHttpErrors && /Failed to load resource: the server responded with a status of 40[13]/.test(text)) return;
+  problems.push(`console error during "${currentStep}": ${text}`);
+});
+
+async function screenshot(name, { fullPage = false } = {}) {
+  const file = path.join(ARTIFACTS, `${name}.png`);
+  await page.screenshot({ path: file, fullPage });
+  log(`screenshot ${file}`);
+}
+
+const main = page.locator('main');
+
+async function signIn(token) {
+  await page.getByLabel('API token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+/** The status badge text of the decision row `id`. */
+function decisionRow(id) {
+  return page.locator(`table.decisions tbody tr[data-id="${id}"]`);
+}
+
+let exitCode = 0;
+let approvedId = null;
+try {
+  await step('the page loads with its assets and asks for a token', async () => {
+    const response = await page.goto(`${BASE}/`);
+    check(response.ok(), `GET / answered ${response.status()}`);
+    check((response.headers()['content-type'] ?? '').startsWith('text/html'), 'GET / is not text/html');
+    await page.getByRole('heading', { name: 'Sign in to Rebalancer' }).waitFor();
+    check(await page.getByRole('navigation', { name: 'Main' }).isHidden(), 'navigation shown before sign-in');
+  });
+
+  await step('sign in with the admin token', async () => {
+    await signIn(TOKEN);
+    await page.getByRole('heading', { name: 'Clusters', level: 1 }).waitFor();
+    await page.getByRole('link', { name: 'demo', exact: true }).waitFor();
+    check(await page.evaluate(() => sessionStorage.getItem('rebalancer.token')) === TOKEN, 'token not kept in sessionStorage');
+  });
+
+  let busiestNode = null;
+  await step('the demo cluster shows its nodes with utilization bars', async () => {
+    await page.getByRole('link', { name: 'demo', exact: true }).click();
+    await page.getByRole('heading', { name: 'Cluster demo' }).waitFor();
+    const rows = page.locator('table.nodes tbody tr');
+    await rows.first().waitFor();
+    const nodes = (await api('GET', '/clusters/demo/nodes')).body.items;
+    check(await rows.count() === nodes.length, `${await rows.count()} node rows, the API has ${nodes.length} nodes`);
+    check(await page.locator('table.nodes meter').count() === nodes.length * 3, 'not three meters (cpu, memory, pods) per node');
+    busiestNode = [...nodes].sort((a, b) => b.percent.cpu - a.percent.cpu)[0];
+    const cpuMeter = page.getByRole('row', { name: new RegExp(busiestNode.name.replace(/\./g, '\\.')) }).locator('meter').first();
+    const shown = Number(await cpuMeter.getAttribute('value'));
+    check(Math.abs(shown - Math.min(busiestNode.percent.cpu, 100)) < 0.01,
+      `cpu meter of ${busiestNode.name} shows ${shown}, the API says ${busiestNode.percent.cpu}`);
+    check(shown > 0, 'the busiest node shows 0% cpu');
+    await page.getByLabel('Sort by').selectOption('cpu');
+    const firstNode = await page.locator('table.nodes tbody tr th').first().innerText();
+    check(firstNode === busiestNode.name, `sorted by cpu, ${firstNode} comes first, not ${busiestNode.name}`);
+  });
+
+  await step('a node lists its pods', async () => {
+    await page.getByRole('link', { name: busiestNode.name, exact: true }).click();
+    await page.getByRole('heading', { name: `Node ${busiestNode.name}` }).waitFor();
+    const podRows = page.locator('main table tbody tr');
+    await podRows.first().waitFor();
+    check(await podRows.count() === busiestNode.podCount, `${await podRows.count()} pod rows, the node has ${busiestNode.podCount}`);
+  });
+
+  let runId = null;
+  await step('start a run of the default profile on the demo cluster', async () => {
+    await page.getByRole('link', { name: 'Runs', exact: true }).click();
+    await page.getByRole('heading', { name: 'Runs', level: 1 }).waitFor();
+    await page.getByLabel('Cluster').selectOption('demo');
+    await page.getByLabel('Profile').selectOption('default');
+    check(!(await page.getByLabel('Dry run').isChecked()), 'dry run is checked by default');
+    await page.getByRole('button', { name: 'Start run' }).click();
+    const result = page.locator('.result p.ok');
+    await result.waitFor({ timeout: 120_000 });
+    const text = await result.innerText();
+    const match = /Run #(\d+) succeeded: (\d+) proposal/.exec(text);
+    check(match, `unexpected run result: ${text}`);
+    runId = Number(match[1]);
+    check(Number(match[2]) > 0, 'the demo run proposed nothing');
+    await page.getByRole('link', { name: 'See the run' }).click();
+    await page.getByRole('heading', { name: `Run #${runId}` }).waitFor();
+    const policyRows = page.locator('main table tbody tr');
+    const run = (await api('GET', `/runs/${runId}`)).body;
+    check(await policyRows.count() === run.report.policies.length,
+      `${await policyRows.count()} policy rows, the run has ${run.report.policies.length} policies`);
+    check((await policyRows.first().innerText()).includes('ms'), 'no per-policy duration shown');
+    await screenshot('run', { fullPage: true });
+  });
+
+  const decided = {};
+  await step('the run\'s decisions appear; approve one and reject one with a comment', async () => {
+    await page.getByRole('link', { name: 'Review decisions' }).click();
+    await page.getByRole('heading', { name: 'Decisions', level: 1 }).waitFor();
+    check(await page.getByLabel('Run').inputValue() === String(runId), 'the run filter is not set');
+    const rows = page.locator('table.decisions tbody tr');
+    await rows.first().waitFor();
+    const ids = await rows.evaluateAll((trs) => trs.map((tr) => Number(tr.dataset.id)));
+    check(ids.length >= 4, `only ${ids.length} decisions shown`);
+    const [first, second] = ids;
+
+    await decisionRow(first).getByRole('button', { name: /^Approve decision/ }).click();
+    const approveDialog = page.getByRole('dialog', { name: `Approve decision #${first}` });
+    await approveDialog.waitFor();
+    await approveDialog.getByRole('button', { name: 'Approve' }).click();
+    await page.getByText(`Decision #${first}`, { exact: false }).first().waitFor();
+    await decisionRow(first).locator('.badge:not(.badge-proposed)').waitFor();
+    const afterApprove = (await decisionRow(first).locator('.badge').innerText()).trim();
+    check(afterApprove !== 'proposed', 'the approved decision still shows proposed');
+    const stored = (await api('GET', `/decisions/${first}`)).body;
+    check(stored.status !== 'proposed' && stored.status !== 'rejected', `decision ${first} is ${stored.status} on the server`);
+    decided.approved = first;
+    approvedId = first;
+
+    await decisionRow(second).getByRole('button', { name: /^Reject decision/ }).click();
+    const rejectDialog = page.getByRole('dialog', { name: `Reject decision #${second}` });
+    await rejectDialog.waitFor();
+    await rejectDialog.getByLabel(/Comment/).fill('keep it: this node is being drained by hand');
+    await rejectDialog.getByRole('button', { name: 'Reject' }).click();
+    await decisionRow(second).locator('.badge-rejected').waitFor();
+    check((await api('GET', `/decisions/${second}`)).body.status === 'rejected', `decision ${second} is not rejected on the server`);
+    decided.rejected = second;
+    await page.locator('[aria-live] p.ok', { hasText: `Decision #${second}` }).first().waitFor();
+  });
+
+  await step('bulk-approve two selected decisions', async () => {
+    const proposedRows = page.locator('table.decisions tbody tr[data-status="proposed"]');
+    const ids = await proposedRows.evaluateAll((trs) => trs.slice(0, 2).map((tr) => Number(tr.dataset.id)));
+    check(ids.length === 2, 'fewer than two proposed decisions left');
+    for (const id of ids) await decisionRow(id).getByRole('checkbox').check();
+    const bulk = page.getByRole('button', { name: 'Approve selected (2)' });
+    await bulk.click();
+    for (const id of ids) {
+      await decisionRow(id).locator('.badge:not(.badge-proposed)').waitFor();
+      const status = (await api('GET', `/decisions/${id}`)).body.status;
+      check(!['proposed', 'rejected'].includes(status), `bulk-approved decision ${id} is ${status} on the server`);
+    }
+    await screenshot('decisions');
+  });
+
+  await step('filter decisions by status and plugin', async () => {
+    await page.getByLabel('Status').selectOption('rejected');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await decisionRow(decided.rejected).waitFor();
+    const statuses = await page.locator('table.decisions tbody .badge').allInnerTexts();
+    check(statuses.every((s) => s.trim() === 'rejected'), `status filter shows ${statuses.join(', ')}`);
+    const plugin = (await api('GET', `/decisions/${decided.rejected}`)).body.plugin;
+    await page.getByLabel('Plugin').selectOption(plugin);
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(/plugin=/);
+    await decisionRow(decided.rejected).waitFor();
+  });
+
+  await step('the approved decision\'s pod migration shows its phase and events', async () => {
+    await page.goto(`${BASE}/#/pod-migrations?decision=${approvedId}`);
+    await page.getByRole('heading', { name: 'Pod migrations', level: 1 }).waitFor();
+    const row = page.locator('main table tbody tr').first();
+    await row.waitFor({ timeout: 60_000 });
+    const listed = (await api('GET', `/pod-migrations?decision=${approvedId}`)).body.items;
+    check(listed.length >= 1, `the API lists no pod migration for decision ${approvedId}`);
+    check((await row.innerText()).includes(`#${approvedId}`), 'the row does not name the decision');
+    await row.getByRole('link').first().click();
+    await page.getByRole('heading', { name: `Pod migration #${listed[0].id}` }).waitFor();
+    const phase = (await page.locator('.facts .badge').first().innerText()).trim();
+    check(['Pending', 'Running', 'Succeeded', 'Failed', 'Aborted'].includes(phase), `unknown phase shown: ${phase}`);
+    const events = page.locator('table.events tbody tr');
+    await events.first().waitFor({ timeout: 60_000 });
+    const detail = (await api('GET', `/pod-migrations/${listed[0].id}`)).body;
+    check(detail.events.length >= 1, 'the API has no events');
+    await screenshot('pod-migration', { fullPage: true });
+  });
+
+  await step('abort a pod migration that waits for the eviction rate limit', async () => {
+    // Hold new pod migrations before their eviction: one eviction per ~3 hours.
+    const original = (await api('GET', '/arbitration')).body;
+    const slowed = await api('PUT', '/arbitration', { body: { ...original, evictQPS: 0.0001, evictBurst: 1 } });
+    check(slowed.status === 200, `slowing evictions answered ${slowed.status}: ${JSON.stringify(slowed.body)}`);
+    try {
+      await page.goto(`${BASE}/#/decisions?run=${runId}&status=proposed`);
+      const row = page.locator('table.decisions tbody tr').first();
+      await row.waitFor();
+      const id = Number(await row.getAttribute('data-id'));
+      await row.getByRole('button', { name: /^Approve decision/ }).click();
+      await page.getByRole('dialog', { name: `Approve decision #${id}` }).getByRole('button', { name: 'Approve' }).click();
+      await decisionRow(id).locator('.badge:not(.badge-proposed)').waitFor();
+      await page.goto(`${BASE}/#/pod-migrations?decision=${id}`);
+      await page.locator('main table tbody tr a').first().click();
+      const abort = page.getByRole('button', { name: 'Abort this pod migration' });
+      await abort.waitFor();
+      await screenshot('pod-migration-waiting');
+      await abort.click();
+      await page.getByRole('dialog', { name: /^Abort pod migration/ }).getByRole('button', { name: 'Abort', exact: true }).click();
+      await page.locator('.facts .badge-aborted').waitFor();
+      check(await abort.isHidden(), 'the abort button is still offered after the abort');
+      const migrationId = Number(/#\/pod-migrations\/(\d+)/.exec(page.url())[1]);
+      const stored = (await api('GET', `/pod-migrations/${migrationId}`)).body;
+      check(stored.phase === 'Aborted', `pod migration ${migrationId} is ${stored.phase} on the server`);
+      await page.locator('table.events tbody tr', { hasText: 'Abort' }).first().waitFor();
+    } finally {
+      await api('PUT', '/arbitration', { body: original });
+    }
+  });
+
+  await step('a dry run\'s decisions can be read but not approved', async () => {
+    await page.goto(`${BASE}/#/runs`);
+    await page.getByLabel('Dry run').check();
+    await page.getByRole('button', { name: 'Start run' }).click();
+    const result = page.locator('.result p.ok');
+    await result.waitFor({ timeout: 120_000 });
+    const dryRunId = Number(/Run #(\d+)/.exec(await result.innerText())[1]);
+    const run = (await api('GET', `/runs/${dryRunId}`)).body;
+    check(run.dryRun === true, `run ${dryRunId} is not a dry run on the server`);
+    await page.getByRole('link', { name: 'Review its decisions' }).click();
+    await page.getByText(`Run #${dryRunId} was a dry run`).waitFor();
+    await page.locator('table.decisions tbody tr').first().waitFor();
+    check(await page.locator('table.decisions tbody button').count() === 0, 'a dry run\'s decision offers approve/reject');
+  });
+
+  await step('a viewer token gets the 403 explanation when approving', async () => {
+    const created = await api('POST', '/tokens', { body: { name: `ui-viewer-${Date.now()}`, role: 'viewer' } });
+    check(created.status === 201, `creating a viewer token answered ${created.status}: ${JSON.stringify(created.body)}`);
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await signIn(created.body.token);
+    // Signing in returns to the page the session was on.
+    await page.getByRole('button', { name: 'Log out' }).waitFor();
+    await page.getByRole('navigation', { name: 'Main' }).waitFor();
+    await page.goto(`${BASE}/#/decisions?run=${runId}&status=proposed`);
+    const row = page.locator('table.decisions tbody tr').first();
+    await row.waitFor();
+    expectHttpErrors = true;
+    await row.getByRole('button', { name: /^Approve decision/ }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Approve' }).click();
+    const alert = page.getByRole('alert').filter({ hasText: 'Not allowed for your role (403)' });
+    await alert.waitFor();
+    check((await alert.innerText()).includes('approver'), 'the 403 message does not name the role needed');
+    expectHttpErrors = false;
+    await screenshot('forbidden');
+  });
+
+  await step('the layout works at 800 px', async () => {
+    await page.setViewportSize({ width: 800, height: 900 });
+    await page.goto(`${BASE}/#/clusters/demo`);
+    await page.locator('table.nodes tbody tr').first().waitFor();
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    check(overflow <= 0, `the page scrolls sideways by ${overflow}px at 800px`);
+    await screenshot('clusters-800');
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+
+  await step('log out, then a bad token shows the 401 message', async () => {
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.getByRole('heading', { name: 'Sign in to Rebalancer' }).waitFor();
+    check(await page.evaluate(() => sessionStorage.getItem('rebalancer.token')) === null, 'token kept after logout');
+    expectHttpErrors = true;
+    await signIn('not-a-valid-token');
+    const alert = page.getByRole('alert').filter({ hasText: 'Not signed in (401)' });
+    await alert.waitFor();
+    check(await page.getByRole('navigation', { name: 'Main' }).isHidden(), 'navigation shown with a bad token');
+    expectHttpErrors = false;
+    await screenshot('login-401');
+  });
+
+  await step('no page errors and no unexpected console errors', async () => {
+    check(problems.length === 0, problems.join('\n'));
+  });
+} catch (err) {
+  exitCode = 1;
+  console.error(`[ui-test] FAILED at step "${currentStep}": ${err?.stack ?? err}`);
+  if (problems.length) console.error(`[ui-test] also seen:\n${problems.join('\n')}`);
+  console.error(`[ui-test] page URL: ${page.url()}`);
+  try {
+    const visible = await main.innerText({ timeout: 2000 });
+    console.error(`[ui-test] page text:\n${visible.slice(0, 3000)}`);
+    await screenshot('failure');
+  } catch (e) {
+    console.error(`[ui-test] could not capture the page: ${e.message}`);
+  }
+} finally {
+  await context.close();
+  fs.rmSync(userDataDir, { recursive: true, force: true });
+}
+log(`screenshots in ${ARTIFACTS}`);
+process.exit(exitCode);
