@@ -6,12 +6,6 @@ use clap::Parser as _;
 use rebalancer_server::config::{Cli, Command, Settings};
 use rebalancer_server::{app, bench, telemetry};
 
-/// mimalloc instead of glibc's malloc: a snapshot ingest makes millions of short-lived
-/// allocations on several threads, which glibc's per-thread arenas turn into hundreds of MB of
-/// retained, fragmented memory.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> anyhow::Result<()> {
     match Cli::parse().into_command() {
         Command::Serve(args) => {

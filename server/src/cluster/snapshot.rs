@@ -103,7 +103,7 @@ impl ClusterSnapshot {
     pub fn compact_json(&mut self) {
         if let RowJson::Shared { store, spans } = &self.json {
             let compressed = CompressedRows::new(store, spans);
-            self.json = RowJson::Compressed(compressed);
+            self.json = RowJson::Compressed(Box::new(compressed));
         }
     }
 
@@ -128,34 +128,48 @@ enum RowJson {
         /// Per [`ObjectKind`] table: where each row's JSON lives.
         spans: [Vec<Span>; 6],
     },
-    Compressed(CompressedRows),
+    Compressed(Box<CompressedRows>),
 }
 
-/// Every row's JSON as an lz4 block in one buffer.
+/// The rows' JSON, lz4-compressed in groups of [`CompressedRows::GROUP`] consecutive rows of a
+/// table: neighbouring objects share most of their keys and many values, so a group compresses
+/// several times better than one object alone, and reading a row decompresses one group
+/// (~100 KB, tens of microseconds).
 struct CompressedRows {
     data: Vec<u8>,
-    /// Per table, per row: where its block starts; a block ends where the next begins.
-    starts: [Vec<u64>; 6],
-    /// End of the last block of each table.
+    /// Per table, per group: where its block starts in `data` (a block ends where the next
+    /// begins; the last one at `ends[table]`).
+    groups: [Vec<u64>; 6],
     ends: [u64; 6],
+    /// Per table, per row: where the row starts in its group's text (it ends where the next row
+    /// of the group starts, or at the end of the group).
+    offsets: [Vec<u32>; 6],
 }
 
 impl CompressedRows {
+    const GROUP: usize = 32;
+
     fn new(store: &JsonStore, spans: &[Vec<Span>; 6]) -> Self {
-        // Kubernetes JSON compresses about 4–6× with lz4; reserve for 3× so the buffer is not
-        // grown (and copied) while the uncompressed document is still alive.
+        // Compressed in groups, Kubernetes JSON shrinks 5–10×: reserve for 4× so the buffer is
+        // not grown (and copied) while the uncompressed document is still alive.
         let total: usize = spans.iter().flatten().map(|&s| store.get(s).len()).sum();
-        let mut data: Vec<u8> = Vec::with_capacity(total / 3 + 4096);
-        let mut scratch = Vec::new();
-        let mut starts: [Vec<u64>; 6] = Default::default();
+        let mut data: Vec<u8> = Vec::with_capacity(total / 4 + 4096);
+        let (mut text, mut scratch) = (Vec::new(), Vec::new());
+        let mut groups: [Vec<u64>; 6] = Default::default();
+        let mut offsets: [Vec<u32>; 6] = Default::default();
         let mut ends = [0u64; 6];
         for (table, rows) in spans.iter().enumerate() {
-            starts[table].reserve_exact(rows.len());
-            for &span in rows {
-                starts[table].push(data.len() as u64);
-                let text = store.get(span).as_bytes();
+            offsets[table].reserve_exact(rows.len());
+            groups[table].reserve_exact(rows.len().div_ceil(Self::GROUP));
+            for group in rows.chunks(Self::GROUP) {
+                text.clear();
+                for &span in group {
+                    offsets[table].push(text.len() as u32);
+                    text.extend_from_slice(store.get(span).as_bytes());
+                }
+                groups[table].push(data.len() as u64);
                 scratch.resize(lz4_flex::block::get_maximum_output_size(text.len()), 0);
-                let written = lz4_flex::block::compress_into(text, &mut scratch)
+                let written = lz4_flex::block::compress_into(&text, &mut scratch)
                     .expect("the scratch buffer has the maximum output size");
                 data.extend_from_slice(&(text.len() as u32).to_le_bytes());
                 data.extend_from_slice(&scratch[..written]);
@@ -163,16 +177,30 @@ impl CompressedRows {
             ends[table] = data.len() as u64;
         }
         data.shrink_to_fit();
-        CompressedRows { data, starts, ends }
+        CompressedRows {
+            data,
+            groups,
+            ends,
+            offsets,
+        }
     }
 
     fn get(&self, table: usize, row: usize) -> Option<String> {
-        let starts = &self.starts[table];
-        let start = *starts.get(row)? as usize;
-        let end = starts.get(row + 1).copied().unwrap_or(self.ends[table]) as usize;
-        let bytes = lz4_flex::block::decompress_size_prepended(&self.data[start..end]).ok()?;
+        let offsets = &self.offsets[table];
+        let start_in_group = *offsets.get(row)? as usize;
+        let group = row / Self::GROUP;
+        let groups = &self.groups[table];
+        let start = groups[group] as usize;
+        let end = groups.get(group + 1).copied().unwrap_or(self.ends[table]) as usize;
+        let text = lz4_flex::block::decompress_size_prepended(&self.data[start..end]).ok()?;
+        let last_of_group = (group + 1) * Self::GROUP - 1;
+        let end_in_group = if row < last_of_group && row + 1 < offsets.len() {
+            offsets[row + 1] as usize
+        } else {
+            text.len()
+        };
         // Compressed from `str`s: valid UTF-8 unless memory was corrupted.
-        String::from_utf8(bytes).ok()
+        String::from_utf8(text.get(start_in_group..end_in_group)?.to_vec()).ok()
     }
 }
 

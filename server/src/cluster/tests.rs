@@ -550,6 +550,42 @@ fn compacted_rows_answer_the_same_json() {
 }
 
 #[test]
+fn compacted_rows_span_many_groups() {
+    // 100 pods on 3 nodes: several compression groups per table, and a last, partial one.
+    let mut items = vec![];
+    for n in 0..3 {
+        items.push(serde_json::json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("n{n}"), "uid": format!("node-{n}")},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}
+        }));
+    }
+    for p in 0..100 {
+        items.push(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("p{p}"), "namespace": "ns", "uid": format!("pod-{p}"),
+                         "labels": {"i": p.to_string(), "text": "é ✓ ".repeat(p % 7)}},
+            "spec": {"nodeName": format!("n{}", p % 3), "containers": [{"name": "c"}]},
+            "status": {"phase": "Running"}
+        }));
+    }
+    let doc = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
+    let set = parse_list(doc.as_str(), Format::Json).unwrap();
+    let mut snap = build_snapshot(&set, 1, 0).unwrap();
+    drop(set);
+    let before: Vec<Option<String>> = (0..101).map(|i| snap.object_json("Pod", i)).collect();
+    snap.compact_json();
+    let after: Vec<Option<String>> = (0..101).map(|i| snap.object_json("Pod", i)).collect();
+    assert_eq!(before, after);
+    assert_eq!(after[100], None);
+    for (i, json) in after.iter().take(100).enumerate() {
+        let v: serde_json::Value = serde_json::from_str(json.as_ref().unwrap()).unwrap();
+        assert_eq!(v["metadata"]["name"], format!("p{i}"));
+    }
+    assert!(snap.object_json("Node", 2).unwrap().contains("\"n2\""));
+}
+
+#[test]
 fn object_json_follows_table_indexes() {
     let snap = fixture();
     let c = snap.cluster();
