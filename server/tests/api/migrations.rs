@@ -221,6 +221,38 @@ async fn a_reservation_first_pod_migration_on_the_simulated_backend() {
             .await
             .contains(&"db-0".to_string())
     );
+
+    // The evictions and the finished pod migrations show in /metrics.
+    let metrics = reqwest::Client::new()
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let total = |name: &str, filter: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(filter))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    assert!(
+        total("rebalancer_pods_evicted_total", r#"result="success""#) >= 1.0,
+        "{metrics}"
+    );
+    assert!(
+        total("rebalancer_pod_migrations_total", r#"phase="Succeeded""#) >= 1.0,
+        "{metrics}"
+    );
+    assert!(
+        total(
+            "rebalancer_pod_migrations_total",
+            r#"reason="ForbiddenMigratePod""#
+        ) >= 1.0,
+        "{metrics}"
+    );
     server.stop().await;
 }
 
