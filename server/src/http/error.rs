@@ -173,6 +173,21 @@ fn body_error(status: StatusCode, code: &'static str, text: String) -> ApiError 
 }
 
 /// Answer for unknown paths.
+/// A known path asked with a method it does not have: 405 in the API's error shape.
+pub async fn method_not_allowed_fallback(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{method} is not allowed on {}; the API is described at /api-docs/openapi.json",
+            uri.path()
+        ),
+    )
+}
+
 pub async fn not_found_fallback(uri: axum::http::Uri) -> ApiError {
     ApiError::not_found(format!(
         "no such endpoint: {}; the API is described at /api-docs/openapi.json",

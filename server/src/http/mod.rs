@@ -200,6 +200,7 @@ pub fn router(state: AppState) -> Router {
         .merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, openapi))
         // The web UI (`/`, `/ui/*`): public static files, outside `/api/v1` and its auth.
         .merge(ui::router())
+        .method_not_allowed_fallback(error::method_not_allowed_fallback)
         .fallback(error::not_found_fallback)
         .layer(
             // A span per request (method, URI) around the handler's own logs. Failures are

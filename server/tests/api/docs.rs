@@ -145,6 +145,11 @@ async fn errors_have_one_shape_and_unknown_bearer_tokens_are_refused() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_error(&body, "invalid_path");
 
+    // The audit log is append-only: no method changes it, and the answer says so in JSON.
+    let (status, body) = server.delete("/api/v1/audit").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{body:#}");
+    assert!(assert_error(&body, "method_not_allowed").contains("DELETE"));
+
     let (status, body) = server
         .send(
             server
