@@ -15,6 +15,7 @@
 //!
 //! The WIT package lives in `wit/policy.wit`; `docs/abi.md` is the prose contract.
 
+pub mod args;
 pub mod build;
 pub mod k8s;
 pub mod model;

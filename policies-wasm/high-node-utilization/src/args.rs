@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use rebalancer_policy_sdk::ArgError;
-use serde::{Deserialize, Deserializer, Serialize};
+pub use rebalancer_policy_sdk::args::Namespaces;
+use rebalancer_policy_sdk::args::null_as_default;
+use serde::{Deserialize, Serialize};
 
 /// The only eviction mode descheduler knows: evict only pods that request at least one of the
 /// resources listed in `thresholds`.
@@ -53,25 +55,6 @@ impl HighNodeUtilizationArgs {
             .iter()
             .any(|m| m == ONLY_THRESHOLDING_RESOURCES)
     }
-}
-
-/// descheduler's `api.Namespaces` (only `exclude` is allowed here).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Namespaces {
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub include: Vec<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub exclude: Vec<String>,
-}
-
-/// Go decodes `null` into the zero value; accept it the same way.
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// `ValidateHighNodeUtilizationArgs`; descheduler stops at its first error, we list them all.

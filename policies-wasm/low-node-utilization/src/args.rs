@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use rebalancer_policy_sdk::ArgError;
-use serde::{Deserialize, Deserializer, Serialize};
+pub use rebalancer_policy_sdk::args::Namespaces;
+use rebalancer_policy_sdk::args::null_as_default;
+use serde::{Deserialize, Serialize};
 
 /// descheduler's pseudo-resource for a Prometheus query result.
 pub const METRIC_RESOURCE: &str = "MetricResource";
@@ -65,16 +67,6 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
-/// descheduler's `api.Namespaces` (only `exclude` is allowed here).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Namespaces {
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub include: Vec<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub exclude: Vec<String>,
-}
-
 /// descheduler's `api.EvictionLimits`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -103,15 +95,6 @@ pub struct MetricsUtilization {
 pub struct Prometheus {
     #[serde(default, deserialize_with = "null_as_default")]
     pub query: String,
-}
-
-/// Go decodes `null` into the zero value; accept it the same way.
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// Every problem with the args; descheduler stops at its first error, we list them all.

@@ -13,42 +13,14 @@
 //! `#[path]` (one copy, no drift), until the SDK offers these pieces (docs/internal/REQUESTS.md).
 //! It must not do I/O or hold any plugin's semantics.
 
+pub use rebalancer_policy_sdk::args::{Namespaces, null_as_default};
 use rebalancer_policy_sdk::k8s::selector::{LabelSelectorSpec, ResolvedSelector};
 use rebalancer_policy_sdk::model::{PodPhase, StrId};
 use rebalancer_policy_sdk::{ArgError, Cluster, Context, PodRef, Refusal};
-use serde::{Deserialize, Deserializer, Serialize};
 
 // =============================================================================================
 // Args
 // =============================================================================================
-
-/// descheduler's `api.Namespaces`: the pods considered are those of `include`, or all but those
-/// of `exclude`; setting both is a validation error.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Namespaces {
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub include: Vec<String>,
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub exclude: Vec<String>,
-}
-
-/// Go's JSON decoder turns `null` into the zero value; decode it the same way.
-pub fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
-}
 
 /// The checks every descheduler validator of these plugins starts with: `namespaces` sets at most
 /// one of include/exclude, and `labelSelector` converts to a selector.

@@ -2,7 +2,9 @@
 //! and the hand-written JSON Schema. Owns no plugin logic.
 
 use rebalancer_policy_sdk::ArgError;
-use serde::{Deserialize, Deserializer, Serialize};
+pub use rebalancer_policy_sdk::args::Namespaces;
+use rebalancer_policy_sdk::args::null_as_default;
+use serde::{Deserialize, Serialize};
 
 /// `RemoveDuplicatesArgs` of descheduler v0.36 (`removeduplicates/types.go`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,25 +29,6 @@ pub struct RemoveDuplicatesArgs {
 
 fn is_false(b: &bool) -> bool {
     !*b
-}
-
-/// descheduler's `api.Namespaces`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Namespaces {
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub include: Vec<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub exclude: Vec<String>,
-}
-
-/// Go decodes `null` into a nil slice; accept it the same way.
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// `ValidateRemoveDuplicatesArgs`: at most one of include/exclude may be set.

@@ -3,6 +3,7 @@
 //! hand-written JSON Schema. Owns no plugin logic.
 
 use rebalancer_policy_sdk::ArgError;
+pub use rebalancer_policy_sdk::args::Namespaces;
 use rebalancer_policy_sdk::k8s::selector::LabelSelectorSpec;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -64,25 +65,6 @@ where
     D: Deserializer<'de>,
 {
     Ok(Option::<bool>::deserialize(deserializer)?.unwrap_or(true))
-}
-
-/// descheduler's `api.Namespaces`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Namespaces {
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub include: Vec<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub exclude: Vec<String>,
-}
-
-/// Go decodes `null` into a nil slice; accept it the same way.
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 impl RemovePodsViolatingTopologySpreadConstraintArgs {

@@ -19,7 +19,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
+
+use crate::args::null_as_default;
 
 use crate::model::{
     ArchivedKeyValue, ArchivedLabelSelector, ArchivedRequirement, ArchivedSelectorOperator,
@@ -129,15 +131,6 @@ pub struct LabelSelectorRequirementSpec {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub values: Vec<String>,
-}
-
-/// Go's JSON decoder turns `null` into the zero value; do the same for collections.
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 impl LabelSelectorSpec {

@@ -4,20 +4,12 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, small_cluster};
+use crate::support::{TestServer, metric_sum as sum, small_cluster};
 
 /// The value of the series `name{labels}` (labels exactly as rendered), if present.
 fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
-/// Sum of every series of `name` whose labels contain `filter`.
-fn sum(text: &str, name: &str, filter: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(filter))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
 }
 
 async fn scrape(server: &TestServer) -> String {

@@ -7,7 +7,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::approval::proposals;
-use crate::support::{TestServer, assert_error};
+use crate::support::{TestServer, assert_error, metric_sum};
 
 fn decision_of(decisions: &[Value], pod: &str) -> i64 {
     decisions
@@ -231,13 +231,7 @@ async fn a_reservation_first_pod_migration_on_the_simulated_backend() {
         .text()
         .await
         .unwrap();
-    let total = |name: &str, filter: &str| -> f64 {
-        metrics
-            .lines()
-            .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(filter))
-            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-            .sum()
-    };
+    let total = |name: &str, filter: &str| metric_sum(&metrics, name, filter);
     assert!(
         total("rebalancer_pods_evicted_total", r#"result="success""#) >= 1.0,
         "{metrics}"

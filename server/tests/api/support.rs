@@ -430,3 +430,11 @@ pub fn small_cluster() -> Value {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "uid": "uid-ns-shop"}}),
     ])
 }
+
+/// Sum of every series of the Prometheus family `name` whose labels contain `filter`.
+pub fn metric_sum(text: &str, name: &str, filter: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(filter))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
