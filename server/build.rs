@@ -48,6 +48,8 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| shared_target_dir(&out_dir).join("policies-wasm"));
 
+    ensure_wasm_target();
+
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
@@ -107,6 +109,40 @@ fn main() {
         "cargo:rustc-env=REBALANCER_POLICY_WASM_DIR={}",
         out_dir.display()
     );
+}
+
+/// Install the wasm target's standard library when the toolchain lacks it.
+///
+/// rustup installs the targets `rust-toolchain.toml` names only when it installs the toolchain
+/// itself; on a machine that already had the pinned toolchain (a CI image, an earlier project),
+/// the target is missing and the nested build below would fail. The README promises that
+/// `cargo run --release` is all a fresh machine needs, so add it here, once, through rustup.
+fn ensure_wasm_target() {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let Ok(out) = Command::new(&rustc).args(["--print", "sysroot"]).output() else {
+        return; // the nested cargo reports a missing compiler better than we can
+    };
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if sysroot
+        .join("lib/rustlib")
+        .join(TARGET)
+        .join("lib")
+        .is_dir()
+    {
+        return;
+    }
+    let mut rustup = Command::new("rustup");
+    rustup.args(["target", "add", TARGET]);
+    if let Some(toolchain) = env::var_os("RUSTUP_TOOLCHAIN") {
+        rustup.arg("--toolchain").arg(toolchain);
+    }
+    println!("cargo:warning=installing the {TARGET} target with `rustup target add {TARGET}`");
+    match rustup.status() {
+        Ok(status) if status.success() => {}
+        // Fall through: the nested build fails with the hint to install the target by hand.
+        Ok(status) => println!("cargo:warning=`rustup target add {TARGET}` failed ({status})"),
+        Err(e) => println!("cargo:warning=could not run rustup to add {TARGET}: {e}"),
+    }
 }
 
 /// `<target>/<profile>/build/<pkg>/out` → `<target>`; falls back to `OUT_DIR` itself.
