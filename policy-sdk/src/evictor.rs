@@ -939,9 +939,10 @@ impl ClusterIndex {
         let has_key = |pairs: &[ArchivedKeyValue], key: Option<StrId>| {
             key.is_some_and(|k| kv_get(pairs, k).is_some())
         };
-        for pod in archive.pods.iter() {
+        for pod_ref in cluster.pods() {
+            let pod = pod_ref.raw;
             let mut t = 0u16;
-            let ann = &pod.annotations[..];
+            let ann = pod_ref.annotations();
             let mut set = |cond: bool, bit: u16| {
                 if cond {
                     t |= bit;
@@ -964,7 +965,7 @@ impl ClusterIndex {
             );
             set(pod.deletion_ms.is_some(), PodTraits::TERMINATING);
             set(
-                pod.volumes.iter().any(|v| {
+                pod_ref.volumes().iter().any(|v| {
                     matches!(
                         v.kind,
                         ArchivedVolumeKind::EmptyDir | ArchivedVolumeKind::HostPath
@@ -978,7 +979,8 @@ impl ClusterIndex {
                 PodTraits::DAEMON_SET,
             );
             set(
-                pod.volumes
+                pod_ref
+                    .volumes()
                     .iter()
                     .any(|v| matches!(v.kind, ArchivedVolumeKind::PersistentVolumeClaim)),
                 PodTraits::PVC,
@@ -992,8 +994,8 @@ impl ClusterIndex {
             set(pod.owner_refs.len() == 1, PodTraits::SINGLE_OWNER);
             set(
                 match (ids.ready_condition, ids.condition_true) {
-                    (Some(ready), Some(t)) => pod
-                        .conditions
+                    (Some(ready), Some(t)) => pod_ref
+                        .conditions()
                         .iter()
                         .any(|c| c.type_.to_native() == ready && c.status.to_native() == t),
                     _ => false,
@@ -1624,8 +1626,7 @@ impl Evictor<'_> {
         let ns = pod.namespace_id();
         let mut classes = Vec::new();
         let claims = pod
-            .raw
-            .volumes
+            .volumes()
             .iter()
             .filter(|v| matches!(v.kind, ArchivedVolumeKind::PersistentVolumeClaim))
             .map(|v| v.claim.to_native());

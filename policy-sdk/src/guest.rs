@@ -3,7 +3,10 @@
 //! Owns the generated guest bindings and the [`crate::export_policy!`] machinery. Must not hold
 //! any policy logic: it only converts between WIT values and the SDK's types.
 
-use crate::policy::{ExtensionPoint, Host, LogLevel, Policy, Refusal};
+use crate::policy::{BatchOutcome, ExtensionPoint, Host, LogLevel, Policy, Refusal};
+use std::sync::OnceLock;
+
+use crate::model::Section;
 use crate::view::Cluster;
 
 #[doc(hidden)]
@@ -33,14 +36,14 @@ impl Host for WasmHost {
         evictor::pre_eviction_filter(pods)
     }
     fn propose_eviction(&mut self, pod: u32, reason: &str) -> Result<(), Refusal> {
-        evictor::propose_eviction(pod, reason).map_err(|r| match r {
-            types::Refusal::NodeLimit => Refusal::NodeLimit,
-            types::Refusal::NamespaceLimit => Refusal::NamespaceLimit,
-            types::Refusal::TotalLimit => Refusal::TotalLimit,
-            types::Refusal::DisruptionBudget(m) => Refusal::DisruptionBudget(m),
-            types::Refusal::NotEvictable(m) => Refusal::NotEvictable(m),
-            types::Refusal::UnknownPod => Refusal::UnknownPod,
-        })
+        evictor::propose_eviction(pod, reason).map_err(from_wit_refusal)
+    }
+    fn propose_evictions(&mut self, pods: &[u32], reason: &str) -> BatchOutcome {
+        let outcome = evictor::propose_evictions(pods, reason);
+        BatchOutcome {
+            admitted: outcome.admitted as usize,
+            refusal: outcome.refusal.map(from_wit_refusal),
+        }
     }
     fn node_fit(&mut self, pod: u32, candidates: &[u32]) -> Vec<u32> {
         evictor::node_fit(pod, candidates)
@@ -50,6 +53,17 @@ impl Host for WasmHost {
     }
     fn log(&mut self, level: LogLevel, message: &str) {
         cluster::log(to_wit_level(level), message)
+    }
+}
+
+fn from_wit_refusal(refusal: types::Refusal) -> Refusal {
+    match refusal {
+        types::Refusal::NodeLimit => Refusal::NodeLimit,
+        types::Refusal::NamespaceLimit => Refusal::NamespaceLimit,
+        types::Refusal::TotalLimit => Refusal::TotalLimit,
+        types::Refusal::DisruptionBudget(m) => Refusal::DisruptionBudget(m),
+        types::Refusal::NotEvictable(m) => Refusal::NotEvictable(m),
+        types::Refusal::UnknownPod => Refusal::UnknownPod,
     }
 }
 
@@ -69,6 +83,34 @@ fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         cluster::log(types::LogLevel::Error, &format!("policy panicked: {info}"));
     }));
+}
+
+/// Keep the host's bytes for the rest of the evaluation (the instance is thrown away after it, so
+/// nothing is ever freed), 8-byte aligned as rkyv needs. `list<u8>` arrives through
+/// `cabi_realloc(align = 1)`; the allocator returns 8-aligned blocks in practice, but copy
+/// rather than trust it.
+fn leak_aligned(bytes: Vec<u8>) -> &'static [u8] {
+    if (bytes.as_ptr() as usize).is_multiple_of(8) {
+        return Vec::leak(bytes);
+    }
+    let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
+    aligned.extend_from_slice(&bytes);
+    let aligned: &'static rkyv::util::AlignedVec<16> = Box::leak(Box::new(aligned));
+    aligned.as_slice()
+}
+
+/// A column of the snapshot, pulled from the host the first time a policy reads it.
+fn fetch_section(section: Section) -> &'static [u8] {
+    static SECTIONS: [OnceLock<&'static [u8]>; Section::ALL.len()] =
+        [const { OnceLock::new() }; Section::ALL.len()];
+    SECTIONS[section.id() as usize].get_or_init(|| match cluster::snapshot_section(section.id()) {
+        Some(bytes) => leak_aligned(bytes),
+        None => panic!(
+            "the host has no snapshot section {} (layout {})",
+            section.name(),
+            crate::model::LAYOUT_VERSION
+        ),
+    })
 }
 
 #[doc(hidden)]
@@ -120,31 +162,21 @@ pub fn run<P: Policy>(point: ExtensionPoint, args: String) -> Result<(), String>
             crate::model::LAYOUT_VERSION
         ));
     }
-    let bytes = cluster::snapshot();
-    if bytes.len() as u64 != info.byte_len {
+    let core = leak_aligned(cluster::snapshot());
+    if core.len() as u64 != info.byte_len {
         return Err(format!(
             "snapshot is {} bytes, the host announced {}",
-            bytes.len(),
+            core.len(),
             info.byte_len
         ));
     }
-    let aligned;
-    // list<u8> arrives through cabi_realloc(align = 1); the allocator returns 8-aligned blocks in
-    // practice, but copy rather than trust it.
-    let bytes: &[u8] = if (bytes.as_ptr() as usize).is_multiple_of(8) {
-        &bytes
-    } else {
-        let mut v = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
-        v.extend_from_slice(&bytes);
-        aligned = v;
-        &aligned
-    };
     // The archive comes from the host, which built it with `model::to_bytes` for the layout
     // version checked above: the guest trusts its host (the sandbox protects the host from the
     // guest, not the reverse), so the structural validation is skipped. On the reference cluster
-    // (150k pods, a 100 MiB archive) validating costs more than most policies' whole work.
-    // SAFETY: `bytes` is the host's `model::to_bytes` output for this layout version, aligned.
-    let cluster = unsafe { Cluster::from_bytes_unchecked(bytes) };
+    // (150k pods) validating costs more than most policies' whole work.
+    // SAFETY: `core` and every section `fetch_section` returns are the host's `model::to_bytes`
+    // sections for this layout version, aligned.
+    let cluster = unsafe { Cluster::from_sections_unchecked(core, fetch_section) };
     let mut host = WasmHost;
     let mut ctx = crate::policy::Context::new(cluster, &mut host);
     crate::policy::evaluate::<P>(&mut ctx, point, &args)

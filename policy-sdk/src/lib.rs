@@ -33,13 +33,13 @@ pub mod guest;
 
 pub use model::{NONE, StrId};
 pub use policy::{
-    ArgError, Context, ExtensionPoint, Host, LogLevel, Policy, PolicyInfo, Refusal, evaluate,
-    parse_args,
+    ArgError, BatchOutcome, Context, ExtensionPoint, Host, LogLevel, Policy, PolicyInfo, Refusal,
+    evaluate, parse_args,
 };
 pub use view::{Cluster, NodeRef, PodRef};
 
 /// The ABI version this SDK implements (the WIT package version).
-pub const ABI_VERSION: &str = "1.0.0";
+pub const ABI_VERSION: &str = "1.1.0";
 
 /// The WIT source, for hosts that generate bindings or inspect components.
 pub const WIT: &str = include_str!("../wit/policy.wit");

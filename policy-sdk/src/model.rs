@@ -1,9 +1,17 @@
 //! The snapshot archive: the cluster as policies see it.
 //!
-//! Owns the layout of the bytes the host hands to a guest (`cluster.snapshot`). The host builds a
-//! [`Snapshot`] once per cluster revision ([`crate::build::SnapshotBuilder`]) and serializes it
-//! with rkyv; guests read the archived form in place through [`crate::view`]. Nothing here knows
-//! about wasmtime, SQL or HTTP.
+//! Owns the layout of the bytes the host hands to a guest (`cluster.snapshot` and
+//! `cluster.snapshot-section`). The host builds a [`Snapshot`] once per cluster revision
+//! ([`crate::build::SnapshotBuilder`]) and serializes it with [`to_bytes`] into one buffer of
+//! [`Section`]s, each an rkyv archive; guests read them in place through [`crate::view`], and
+//! pull a section only when they first read it. Nothing here knows about wasmtime, SQL or HTTP.
+//!
+//! Sections (layout 2): the **core** ([`ArchivedSnapshot`]: strings, nodes, owners, namespaces,
+//! PDBs, priority classes, PVCs and the pods' compact rows, [`ArchivedPod`]) and one **column**
+//! per bulky pod field (names, annotations, node selector, affinity, tolerations, topology spread,
+//! containers, conditions, volumes), indexed by pod id. A policy that never reads a pod's
+//! conditions never receives them: on the reference cluster (150,000 pods) the whole archive is
+//! about 100 MiB, the core about a third of it.
 //!
 //! Layout rules (see `docs/abi.md`):
 //! - Strings that repeat (namespaces, label keys and values, images, node names, resource names…)
@@ -14,10 +22,11 @@
 //!   resource: cpu in millicores, memory in milli-bytes, pods in milli-pods.
 //! - Adding a field is a layout change: bump [`LAYOUT_VERSION`] and the ABI minor version.
 
+use rkyv::with::Inline;
 use rkyv::{Archive, Deserialize, Serialize};
 
 /// Version of this layout; reported in `snapshot-info.layout-version`.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 /// "No such entry" for `u32` references (pod not bound, no owner, …).
 pub const NONE: u32 = u32::MAX;
@@ -25,8 +34,9 @@ pub const NONE: u32 = u32::MAX;
 /// Index into [`Snapshot::strings`]. `0` is the empty string.
 pub type StrId = u32;
 
-/// The whole cluster at one revision.
-#[derive(Archive, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+/// The whole cluster at one revision: what the host (or a test) builds. It is archived as
+/// [`Section`]s by [`to_bytes`]; policies read it through [`crate::view::Cluster`].
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
     pub layout_version: u32,
     /// Cluster revision (increases with every change of state).
@@ -302,7 +312,10 @@ pub struct TopologySpreadConstraint {
     pub match_label_keys: Vec<StrId>,
 }
 
-#[derive(Archive, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+/// One pod as the host builds it. In the archive its compact fields form the core row
+/// ([`ArchivedPod`]) and the bulky ones (names, annotations, scheduling constraints, containers,
+/// conditions, volumes) go to per-field columns ([`Section`]).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Pod {
     pub name: String,
     pub uid: String,
@@ -386,7 +399,311 @@ pub struct Pvc {
     pub storage_class: Option<StrId>,
 }
 
-/// Serialize a snapshot into the archive bytes handed to guests.
-pub fn to_bytes(snapshot: &Snapshot) -> Result<rkyv::util::AlignedVec, rkyv::rancor::Error> {
-    rkyv::to_bytes::<rkyv::rancor::Error>(snapshot)
+/// The sections of the archive, by id. The ids are part of the ABI (`cluster.snapshot-section`);
+/// a later layout may add sections, never renumber them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u32)]
+pub enum Section {
+    /// [`ArchivedSnapshot`]: everything but the pod columns below. `cluster.snapshot` returns it.
+    Core = 0,
+    /// `ArchivedVec<ArchivedPodNames>`: name and uid.
+    PodNames = 1,
+    /// `ArchivedVec<ArchivedVec<ArchivedKeyValue>>`: annotations (without
+    /// `kubectl.kubernetes.io/last-applied-configuration`).
+    PodAnnotations = 2,
+    /// `ArchivedVec<ArchivedVec<ArchivedKeyValue>>`: `spec.nodeSelector`.
+    PodNodeSelector = 3,
+    /// `ArchivedVec<ArchivedAffinity>`: `spec.affinity`.
+    PodAffinity = 4,
+    /// `ArchivedVec<ArchivedVec<ArchivedToleration>>`: `spec.tolerations`.
+    PodTolerations = 5,
+    /// `ArchivedVec<ArchivedVec<ArchivedTopologySpreadConstraint>>`.
+    PodTopologySpread = 6,
+    /// `ArchivedVec<ArchivedVec<ArchivedContainer>>`: containers with their status.
+    PodContainers = 7,
+    /// `ArchivedVec<ArchivedVec<ArchivedPodCondition>>`: `status.conditions`.
+    PodConditions = 8,
+    /// `ArchivedVec<ArchivedVec<ArchivedVolume>>`: `spec.volumes`.
+    PodVolumes = 9,
+}
+
+impl Section {
+    /// Every section of this layout, in id order.
+    pub const ALL: [Section; 10] = [
+        Section::Core,
+        Section::PodNames,
+        Section::PodAnnotations,
+        Section::PodNodeSelector,
+        Section::PodAffinity,
+        Section::PodTolerations,
+        Section::PodTopologySpread,
+        Section::PodContainers,
+        Section::PodConditions,
+        Section::PodVolumes,
+    ];
+
+    pub fn id(self) -> u32 {
+        self as u32
+    }
+
+    pub fn from_id(id: u32) -> Option<Section> {
+        Section::ALL.get(id as usize).copied()
+    }
+
+    /// The section's name in reports and docs (`pod-tolerations`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Section::Core => "core",
+            Section::PodNames => "pod-names",
+            Section::PodAnnotations => "pod-annotations",
+            Section::PodNodeSelector => "pod-node-selector",
+            Section::PodAffinity => "pod-affinity",
+            Section::PodTolerations => "pod-tolerations",
+            Section::PodTopologySpread => "pod-topology-spread",
+            Section::PodContainers => "pod-containers",
+            Section::PodConditions => "pod-conditions",
+            Section::PodVolumes => "pod-volumes",
+        }
+    }
+}
+
+/// The core section: a [`Snapshot`] without the pod columns. Borrows from the snapshot, so
+/// archiving copies nothing twice.
+#[derive(Archive, Serialize)]
+pub struct CoreSection<'a> {
+    pub layout_version: u32,
+    pub revision: u64,
+    pub time_ms: i64,
+    #[rkyv(with = Inline)]
+    pub strings: &'a Vec<String>,
+    #[rkyv(with = Inline)]
+    pub strings_sorted: &'a Vec<StrId>,
+    #[rkyv(with = Inline)]
+    pub nodes: &'a Vec<Node>,
+    pub pods: Vec<PodRow<'a>>,
+    #[rkyv(with = Inline)]
+    pub owners: &'a Vec<Owner>,
+    #[rkyv(with = Inline)]
+    pub namespaces: &'a Vec<Namespace>,
+    #[rkyv(with = Inline)]
+    pub pdbs: &'a Vec<Pdb>,
+    #[rkyv(with = Inline)]
+    pub priority_classes: &'a Vec<PriorityClass>,
+    #[rkyv(with = Inline)]
+    pub pvcs: &'a Vec<Pvc>,
+}
+
+/// A pod's core row: the fields (almost) every policy reads. See [`Pod`] for their meaning.
+#[derive(Archive, Serialize)]
+pub struct PodRow<'a> {
+    pub namespace: StrId,
+    pub node: u32,
+    pub node_name: StrId,
+    #[rkyv(with = Inline)]
+    pub owner_refs: &'a Vec<OwnerRef>,
+    pub owner: u32,
+    #[rkyv(with = Inline)]
+    pub labels: &'a Vec<KeyValue>,
+    pub priority: Option<i32>,
+    pub priority_class_name: StrId,
+    pub qos: QosClass,
+    pub phase: PodPhase,
+    pub reason: StrId,
+    pub creation_ms: i64,
+    pub start_ms: Option<i64>,
+    pub deletion_ms: Option<i64>,
+    #[rkyv(with = Inline)]
+    pub requests: &'a Vec<Quantity>,
+    pub has_resource_claims: bool,
+}
+
+impl<'a> PodRow<'a> {
+    fn of(pod: &'a Pod) -> Self {
+        PodRow {
+            namespace: pod.namespace,
+            node: pod.node,
+            node_name: pod.node_name,
+            owner_refs: &pod.owner_refs,
+            owner: pod.owner,
+            labels: &pod.labels,
+            priority: pod.priority,
+            priority_class_name: pod.priority_class_name,
+            qos: pod.qos,
+            phase: pod.phase,
+            reason: pod.reason,
+            creation_ms: pod.creation_ms,
+            start_ms: pod.start_ms,
+            deletion_ms: pod.deletion_ms,
+            requests: &pod.requests,
+            has_resource_claims: pod.has_resource_claims,
+        }
+    }
+}
+
+/// A row of the [`Section::PodNames`] column.
+#[derive(Archive, Serialize)]
+pub struct PodNamesRow<'a> {
+    #[rkyv(with = Inline)]
+    pub name: &'a String,
+    #[rkyv(with = Inline)]
+    pub uid: &'a String,
+}
+
+/// The archived core section. (The lifetime of the borrowing serializer type is a phantom here.)
+pub type ArchivedSnapshot = ArchivedCoreSection<'static>;
+/// An archived pod core row.
+pub type ArchivedPod = ArchivedPodRow<'static>;
+/// An archived row of the [`Section::PodNames`] column.
+pub type ArchivedPodNames = ArchivedPodNamesRow<'static>;
+
+/// The archive's header: where each section lies in the buffer.
+///
+/// ```text
+/// 0   magic "RBSA"
+/// 4   layout version (u32, little-endian)
+/// 8   section count N (u32)
+/// 12  reserved (0)
+/// 16  N × (offset u32, length u32), offsets from the start of the buffer, 16-byte aligned
+/// ```
+pub mod header {
+    use std::ops::Range;
+
+    pub const MAGIC: [u8; 4] = *b"RBSA";
+    /// Sections start at multiples of this (rkyv archives need 8; 16 leaves room).
+    pub const ALIGN: usize = 16;
+
+    pub fn len(sections: usize) -> usize {
+        (16 + 8 * sections).next_multiple_of(ALIGN)
+    }
+
+    fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+        let b = bytes.get(at..at + 4)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// The layout version and section count, if `bytes` starts with a header.
+    pub fn read(bytes: &[u8]) -> Result<(u32, u32), String> {
+        if bytes.get(..4) != Some(&MAGIC[..]) {
+            return Err("not a Rebalancer snapshot archive (bad magic)".into());
+        }
+        let version = u32_at(bytes, 4).ok_or("truncated header")?;
+        let count = u32_at(bytes, 8).ok_or("truncated header")?;
+        if bytes.len() < len(count as usize) {
+            return Err(format!("truncated header ({count} sections)"));
+        }
+        Ok((version, count))
+    }
+
+    /// The byte range of section `id`. The caller has checked the header with [`read`].
+    pub fn range(bytes: &[u8], id: u32) -> Option<Range<usize>> {
+        let count = u32_at(bytes, 8)?;
+        if id >= count {
+            return None;
+        }
+        let entry = 16 + 8 * id as usize;
+        let offset = u32_at(bytes, entry)? as usize;
+        let length = u32_at(bytes, entry + 4)? as usize;
+        let end = offset.checked_add(length)?;
+        (end <= bytes.len() && offset.is_multiple_of(ALIGN)).then_some(offset..end)
+    }
+
+    pub(crate) fn write(buffer: &mut [u8], version: u32, ranges: &[Range<usize>]) {
+        buffer[..4].copy_from_slice(&MAGIC);
+        buffer[4..8].copy_from_slice(&version.to_le_bytes());
+        buffer[8..12].copy_from_slice(&(ranges.len() as u32).to_le_bytes());
+        buffer[12..16].fill(0);
+        for (i, r) in ranges.iter().enumerate() {
+            let entry = 16 + 8 * i;
+            buffer[entry..entry + 4].copy_from_slice(&(r.start as u32).to_le_bytes());
+            buffer[entry + 4..entry + 8].copy_from_slice(&((r.end - r.start) as u32).to_le_bytes());
+        }
+    }
+}
+
+/// The archive buffer: 16-byte aligned, so sections can be read in place.
+pub type ArchiveBuffer = rkyv::util::AlignedVec<16>;
+
+/// Serialize a snapshot into the archive handed to guests (header + every [`Section`]).
+pub fn to_bytes(snapshot: &Snapshot) -> Result<ArchiveBuffer, rkyv::rancor::Error> {
+    to_bytes_in(snapshot, ArchiveBuffer::new())
+}
+
+/// [`to_bytes`] into a buffer the caller sized (its contents are replaced).
+pub fn to_bytes_in(
+    snapshot: &Snapshot,
+    mut buffer: ArchiveBuffer,
+) -> Result<ArchiveBuffer, rkyv::rancor::Error> {
+    use rkyv::api::high::to_bytes_in;
+    use rkyv::with::{Map, With};
+
+    buffer.clear();
+    buffer.resize(header::len(Section::ALL.len()), 0);
+    let mut ranges = Vec::with_capacity(Section::ALL.len());
+    let pods = &snapshot.pods;
+    for section in Section::ALL {
+        while !buffer.len().is_multiple_of(header::ALIGN) {
+            buffer.push(0);
+        }
+        let start = buffer.len();
+        buffer = match section {
+            Section::Core => to_bytes_in(
+                &CoreSection {
+                    layout_version: snapshot.layout_version,
+                    revision: snapshot.revision,
+                    time_ms: snapshot.time_ms,
+                    strings: &snapshot.strings,
+                    strings_sorted: &snapshot.strings_sorted,
+                    nodes: &snapshot.nodes,
+                    pods: pods.iter().map(PodRow::of).collect(),
+                    owners: &snapshot.owners,
+                    namespaces: &snapshot.namespaces,
+                    pdbs: &snapshot.pdbs,
+                    priority_classes: &snapshot.priority_classes,
+                    pvcs: &snapshot.pvcs,
+                },
+                buffer,
+            )?,
+            Section::PodNames => {
+                let names: Vec<PodNamesRow<'_>> = pods
+                    .iter()
+                    .map(|p| PodNamesRow {
+                        name: &p.name,
+                        uid: &p.uid,
+                    })
+                    .collect();
+                to_bytes_in(&names, buffer)?
+            }
+            Section::PodAnnotations => column(pods, |p| &p.annotations, buffer)?,
+            Section::PodNodeSelector => column(pods, |p| &p.node_selector, buffer)?,
+            Section::PodAffinity => column(pods, |p| &p.affinity, buffer)?,
+            Section::PodTolerations => column(pods, |p| &p.tolerations, buffer)?,
+            Section::PodTopologySpread => column(pods, |p| &p.topology_spread, buffer)?,
+            Section::PodContainers => column(pods, |p| &p.containers, buffer)?,
+            Section::PodConditions => column(pods, |p| &p.conditions, buffer)?,
+            Section::PodVolumes => column(pods, |p| &p.volumes, buffer)?,
+        };
+        ranges.push(start..buffer.len());
+    }
+    header::write(&mut buffer, snapshot.layout_version, &ranges);
+    return Ok(buffer);
+
+    /// One field of every pod, archived as a vector indexed by pod id, borrowing the values.
+    fn column<'a, T>(
+        pods: &'a [Pod],
+        field: impl Fn(&'a Pod) -> &'a T,
+        buffer: ArchiveBuffer,
+    ) -> Result<ArchiveBuffer, rkyv::rancor::Error>
+    where
+        T: rkyv::Archive
+            + for<'s> rkyv::Serialize<
+                rkyv::api::high::HighSerializer<
+                    ArchiveBuffer,
+                    rkyv::ser::allocator::ArenaHandle<'s>,
+                    rkyv::rancor::Error,
+                >,
+            > + 'a,
+    {
+        let rows: Vec<&T> = pods.iter().map(field).collect();
+        to_bytes_in(With::<_, Map<Inline>>::cast(&rows), buffer)
+    }
 }

@@ -3,14 +3,30 @@
 //! Owns the read API policies (and the host's evictor) use: [`Cluster`], [`PodRef`], [`NodeRef`].
 //! Everything borrows from the archive bytes; nothing is decoded into owned structs. Group and
 //! join on ids ([`StrId`], pod/node/owner indexes); resolve strings only for output.
+//!
+//! The pods' bulky fields live in per-field columns ([`Section`]). On the host every column is
+//! resident; in a guest a column is pulled from the host the first time any pod's value is read
+//! (one `cluster.snapshot-section` call), so a policy only ever receives what it reads.
 
 use rkyv::rancor;
+use rkyv::vec::ArchivedVec;
 
 use crate::model::{
-    ArchivedContainer, ArchivedKeyValue, ArchivedNamespace, ArchivedNode, ArchivedOwner,
-    ArchivedPod, ArchivedPodPhase, ArchivedQosClass, ArchivedSnapshot, ArchivedTaintEffect,
-    ContainerKind, NONE, PodPhase, QosClass, StrId, TaintEffect,
+    ArchivedAffinity, ArchivedContainer, ArchivedKeyValue, ArchivedNamespace, ArchivedNode,
+    ArchivedOwner, ArchivedPod, ArchivedPodCondition, ArchivedPodNames, ArchivedPodPhase,
+    ArchivedQosClass, ArchivedSnapshot, ArchivedTaintEffect, ArchivedToleration,
+    ArchivedTopologySpreadConstraint, ArchivedVolume, ContainerKind, NONE, PodPhase, QosClass,
+    Section, StrId, TaintEffect, header,
 };
+
+/// Where a [`Cluster`]'s columns come from.
+#[derive(Clone, Copy)]
+enum Columns<'a> {
+    /// The whole archive is in memory (the host, native tests).
+    Resident(&'a [u8]),
+    /// A guest: a column's bytes are fetched from the host on first use and kept.
+    Fetched(fn(Section) -> &'static [u8]),
+}
 
 /// Why snapshot bytes could not be read.
 #[derive(Debug)]
@@ -28,6 +44,7 @@ impl std::error::Error for SnapshotError {}
 #[derive(Clone, Copy)]
 pub struct Cluster<'a> {
     archive: &'a ArchivedSnapshot,
+    columns: Columns<'a>,
 }
 
 impl std::fmt::Debug for Cluster<'_> {
@@ -41,22 +58,75 @@ impl std::fmt::Debug for Cluster<'_> {
 }
 
 impl<'a> Cluster<'a> {
-    /// Validate and open archive bytes (the bytes must be 8-byte aligned).
+    /// Validate and open archive bytes ([`crate::model::to_bytes`] output; the bytes must be
+    /// 8-byte aligned). Every section is checked.
     pub fn from_bytes(bytes: &'a [u8]) -> Result<Self, SnapshotError> {
         if !(bytes.as_ptr() as usize).is_multiple_of(8) {
             return Err(SnapshotError("buffer is not 8-byte aligned".into()));
         }
-        let archive = rkyv::access::<ArchivedSnapshot, rancor::Error>(bytes)
-            .map_err(|e| SnapshotError(e.to_string()))?;
-        let cluster = Cluster { archive };
-        if archive.layout_version.to_native() != crate::model::LAYOUT_VERSION {
+        let (version, count) = header::read(bytes).map_err(SnapshotError)?;
+        if version != crate::model::LAYOUT_VERSION {
             return Err(SnapshotError(format!(
-                "layout version {} (this SDK reads {})",
-                archive.layout_version.to_native(),
+                "layout version {version} (this SDK reads {})",
                 crate::model::LAYOUT_VERSION
             )));
         }
-        Ok(cluster)
+        if (count as usize) < Section::ALL.len() {
+            return Err(SnapshotError(format!(
+                "{count} sections, layout {version} has {}",
+                Section::ALL.len()
+            )));
+        }
+        let section = |s: Section| {
+            header::range(bytes, s.id())
+                .map(|r| &bytes[r])
+                .ok_or_else(|| SnapshotError(format!("section {} is out of bounds", s.name())))
+        };
+        /// Validate a column (an archived vector of `T`) and count its rows.
+        fn rows<T>(bytes: &[u8], s: Section) -> Result<usize, SnapshotError>
+        where
+            ArchivedVec<T>: rkyv::Portable
+                + for<'b> rkyv::bytecheck::CheckBytes<
+                    rkyv::api::high::HighValidator<'b, rancor::Error>,
+                >,
+        {
+            rkyv::access::<ArchivedVec<T>, rancor::Error>(bytes)
+                .map(|rows| rows.len())
+                .map_err(|e| SnapshotError(format!("section {}: {e}", s.name())))
+        }
+        type List<T> = ArchivedVec<T>;
+        let archive = rkyv::access::<ArchivedSnapshot, rancor::Error>(section(Section::Core)?)
+            .map_err(|e| SnapshotError(format!("section core: {e}")))?;
+        let pods = archive.pods.len();
+        for s in &Section::ALL[1..] {
+            let bytes = section(*s)?;
+            let count = match s {
+                Section::Core => pods,
+                Section::PodNames => rows::<ArchivedPodNames>(bytes, *s)?,
+                Section::PodAffinity => rows::<ArchivedAffinity>(bytes, *s)?,
+                Section::PodAnnotations | Section::PodNodeSelector => {
+                    rows::<List<ArchivedKeyValue>>(bytes, *s)?
+                }
+                Section::PodTolerations => rows::<List<ArchivedToleration>>(bytes, *s)?,
+                Section::PodTopologySpread => {
+                    rows::<List<ArchivedTopologySpreadConstraint>>(bytes, *s)?
+                }
+                Section::PodContainers => rows::<List<ArchivedContainer>>(bytes, *s)?,
+                Section::PodConditions => rows::<List<ArchivedPodCondition>>(bytes, *s)?,
+                Section::PodVolumes => rows::<List<ArchivedVolume>>(bytes, *s)?,
+            };
+            // The view indexes every column by pod id.
+            if count != pods {
+                return Err(SnapshotError(format!(
+                    "section {} has {count} rows for {pods} pods",
+                    s.name()
+                )));
+            }
+        }
+        Ok(Cluster {
+            archive,
+            columns: Columns::Resident(bytes),
+        })
     }
 
     /// Open archive bytes without validation.
@@ -64,9 +134,59 @@ impl<'a> Cluster<'a> {
     /// # Safety
     /// `bytes` must be the output of [`crate::model::to_bytes`] (the host's own bytes), aligned.
     pub unsafe fn from_bytes_unchecked(bytes: &'a [u8]) -> Self {
-        // SAFETY: the caller guarantees the bytes are a well-formed archive of `Snapshot`.
-        let archive = unsafe { rkyv::access_unchecked::<ArchivedSnapshot>(bytes) };
-        Cluster { archive }
+        let core = header::range(bytes, Section::Core.id()).expect("archive has a core section");
+        // SAFETY: the caller guarantees the bytes are a well-formed archive of this layout.
+        let archive = unsafe { rkyv::access_unchecked::<ArchivedSnapshot>(&bytes[core]) };
+        Cluster {
+            archive,
+            columns: Columns::Resident(bytes),
+        }
+    }
+
+    /// Open the core section alone; `fetch` returns any other section's bytes (8-byte aligned),
+    /// pulling it on first use. This is how a guest reads the snapshot.
+    ///
+    /// # Safety
+    /// `core` and every slice `fetch` returns must be the sections of one archive written by
+    /// [`crate::model::to_bytes`] for this layout version.
+    pub unsafe fn from_sections_unchecked(
+        core: &'a [u8],
+        fetch: fn(Section) -> &'static [u8],
+    ) -> Self {
+        // SAFETY: the caller guarantees `core` is the core section of a well-formed archive.
+        let archive = unsafe { rkyv::access_unchecked::<ArchivedSnapshot>(core) };
+        Cluster {
+            archive,
+            columns: Columns::Fetched(fetch),
+        }
+    }
+
+    /// The bytes of a section.
+    fn section(&self, section: Section) -> &'a [u8] {
+        match self.columns {
+            Columns::Resident(bytes) => {
+                let range = header::range(bytes, section.id())
+                    .unwrap_or_else(|| panic!("archive has no section {}", section.name()));
+                &bytes[range]
+            }
+            Columns::Fetched(fetch) => fetch(section),
+        }
+    }
+
+    /// A pod column.
+    fn column<T: rkyv::Portable>(&self, section: Section) -> &'a ArchivedVec<T> {
+        // SAFETY: the constructors establish that every section is the archive of its layout
+        // type (validated by `from_bytes`, guaranteed by the callers of the unchecked ones), and
+        // `Section`'s documentation fixes each column's row type, which the accessors below use.
+        unsafe { rkyv::access_unchecked::<ArchivedVec<T>>(self.section(section)) }
+    }
+
+    fn names(&self, pod: u32) -> &'a ArchivedPodNames {
+        &self.column::<ArchivedPodNames>(Section::PodNames)[pod as usize]
+    }
+
+    fn rows<T: rkyv::Portable>(&self, section: Section, pod: u32) -> &'a [T] {
+        self.column::<ArchivedVec<T>>(section)[pod as usize].as_slice()
     }
 
     pub fn archive(&self) -> &'a ArchivedSnapshot {
@@ -259,13 +379,47 @@ impl<'a> PodRef<'a> {
         self.cluster
     }
     pub fn name(&self) -> &'a str {
-        self.raw.name.as_str()
+        self.cluster.names(self.id).name.as_str()
     }
     pub fn uid(&self) -> &'a str {
-        self.raw.uid.as_str()
+        self.cluster.names(self.id).uid.as_str()
     }
     pub fn namespace(&self) -> &'a str {
         self.cluster.str(self.raw.namespace.to_native())
+    }
+    /// Annotations (interned), without `kubectl.kubernetes.io/last-applied-configuration`.
+    pub fn annotations(&self) -> &'a [ArchivedKeyValue] {
+        self.cluster.rows(Section::PodAnnotations, self.id)
+    }
+    /// `spec.nodeSelector` (interned).
+    pub fn node_selector(&self) -> &'a [ArchivedKeyValue] {
+        self.cluster.rows(Section::PodNodeSelector, self.id)
+    }
+    /// `spec.affinity`.
+    pub fn affinity(&self) -> &'a ArchivedAffinity {
+        &self
+            .cluster
+            .column::<ArchivedAffinity>(Section::PodAffinity)[self.id as usize]
+    }
+    /// `spec.tolerations`.
+    pub fn tolerations(&self) -> &'a [ArchivedToleration] {
+        self.cluster.rows(Section::PodTolerations, self.id)
+    }
+    /// `spec.topologySpreadConstraints`.
+    pub fn topology_spread(&self) -> &'a [ArchivedTopologySpreadConstraint] {
+        self.cluster.rows(Section::PodTopologySpread, self.id)
+    }
+    /// Every container (app, init and ephemeral) with its status.
+    pub fn all_containers(&self) -> &'a [ArchivedContainer] {
+        self.cluster.rows(Section::PodContainers, self.id)
+    }
+    /// `status.conditions`.
+    pub fn conditions(&self) -> &'a [ArchivedPodCondition] {
+        self.cluster.rows(Section::PodConditions, self.id)
+    }
+    /// `spec.volumes`.
+    pub fn volumes(&self) -> &'a [ArchivedVolume] {
+        self.cluster.rows(Section::PodVolumes, self.id)
     }
     pub fn namespace_id(&self) -> StrId {
         self.raw.namespace.to_native()
@@ -348,14 +502,14 @@ impl<'a> PodRef<'a> {
     }
     pub fn annotation(&self, key: &str) -> Option<&'a str> {
         let key = self.cluster.lookup(key)?;
-        kv_get(&self.raw.annotations, key).map(|v| self.cluster.str(v))
+        kv_get(self.annotations(), key).map(|v| self.cluster.str(v))
     }
     pub fn has_annotation(&self, key: &str) -> bool {
         self.annotation(key).is_some()
     }
     /// Containers of the given kind.
     pub fn containers(&self, kind: ContainerKind) -> impl Iterator<Item = &'a ArchivedContainer> {
-        self.raw.containers.iter().filter(move |c| {
+        self.all_containers().iter().filter(move |c| {
             matches!(
                 (&c.kind, kind),
                 (crate::model::ArchivedContainerKind::App, ContainerKind::App)

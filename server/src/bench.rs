@@ -25,6 +25,8 @@ use anyhow::{Context as _, bail};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use rebalancer_policy_sdk::model::Section;
+
 use crate::app;
 use crate::config::{LogFormat, Settings};
 use crate::demo::{DEMO_SEED, SimulatedCluster};
@@ -63,6 +65,11 @@ pub struct BenchArgs {
     /// Runs to make (medians are reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
+
+    /// Rounds run first and left out of the figures: the first evaluation of a policy pays for
+    /// cold pool slots (page faults), which a server running periodic runs does not.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u32,
 
     /// Skip the native runs of the built-in policies.
     #[arg(long)]
@@ -230,6 +237,8 @@ pub struct BenchReport {
     pub startup_ms: f64,
     pub ingest: IngestReport,
     pub profile: ProfileReport,
+    /// Rounds run before `runs` and left out of the figures.
+    pub warmup: u32,
     pub runs: Vec<RunSample>,
     pub policies: Vec<PolicyReport>,
     pub run_total: Stats,
@@ -260,6 +269,8 @@ pub struct IngestReport {
     pub warnings: usize,
     /// Size of the snapshot archive every policy evaluation receives.
     pub archive_bytes: u64,
+    /// Size of each section of the archive.
+    pub sections: Vec<(String, u64)>,
 }
 
 #[derive(Debug, Serialize)]
@@ -290,9 +301,14 @@ pub struct PolicyReport {
     pub native: Option<Stats>,
     /// Median wasm time over median native time.
     pub ratio: Option<f64>,
+    /// wasm time over native time of each round (the two run back to back).
+    pub paired_ratio: Option<Stats>,
     pub proposals: u32,
     pub refusals: u32,
     pub peak_memory_bytes: u64,
+    /// Snapshot sections the policy pulled, and their total size.
+    pub snapshot_sections: Vec<String>,
+    pub snapshot_bytes: u64,
     pub error: Option<String>,
 }
 
@@ -361,6 +377,16 @@ fn measure(
             .clusters
             .get(BENCH_NAME)
             .map_or(0, |s| s.archive_bytes().len() as u64),
+        sections: state
+            .clusters
+            .get(BENCH_NAME)
+            .map(|s| {
+                Section::ALL
+                    .iter()
+                    .map(|&section| (section.name().to_string(), s.section(section).len() as u64))
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
 
     // Profile: the chosen document, restricted to registered policies.
@@ -421,13 +447,33 @@ fn measure(
         .map(|p| p.name.clone())
         .collect();
 
-    // Runs through the API.
+    // Rounds: a run through the API, then (unless --no-native) the same cycle with the built-ins
+    // linked natively on the server's own snapshot. Interleaving the two keeps a slow phase of a
+    // shared machine from landing on one side only; each round gives a paired wasm/native ratio.
+    let native_snapshot = if args.no_native {
+        None
+    } else {
+        Some(
+            state
+                .clusters
+                .get(BENCH_NAME)
+                .context("the benchmark cluster is not loaded in the server")?,
+        )
+    };
     let run_body = serde_json::to_vec(&json!({"cluster": BENCH_NAME, "profile": BENCH_NAME}))?;
     let mut runs = Vec::new();
     // Outcomes per (plugin set, plugin, extension point), in the order the run evaluated them.
     let mut wasm: Vec<((String, String, String), Vec<Value>)> = Vec::new();
+    let mut native: HashMap<(String, String, String), Vec<f64>> = HashMap::new();
+    let mut native_totals = Vec::new();
     let mut proposals = 0;
-    for i in 0..args.runs {
+    for round in 0..args.warmup + args.runs {
+        let measured = round >= args.warmup;
+        let label = if measured {
+            format!("run {}", round - args.warmup + 1)
+        } else {
+            format!("warm-up run {}", round + 1)
+        };
         let started = Instant::now();
         let run = request(
             addr,
@@ -436,10 +482,17 @@ fn measure(
             "application/json",
             Body::Bytes(&run_body),
         )?
-        .ok_json(&format!("run {}", i + 1))?;
+        .ok_json(&label)?;
         let round_trip_ms = ms(started);
         if run["status"] != "succeeded" {
-            bail!("run {} ended {}: {}", i + 1, run["status"], run["error"]);
+            bail!("{label} ended {}: {}", run["status"], run["error"]);
+        }
+        let native_report = native_snapshot
+            .as_ref()
+            .map(|snapshot| native_run(&spec, snapshot))
+            .transpose()?;
+        if !measured {
+            continue;
         }
         let report = &run["report"];
         proposals = report["proposalCount"].as_u64().map_or(0, |n| n as usize);
@@ -466,18 +519,7 @@ fn measure(
             duration_ms: report["durationMs"].as_f64().unwrap_or(f64::NAN),
             proposals,
         });
-    }
-
-    // The same cycle with the built-ins linked natively, on the server's own snapshot.
-    let mut native: HashMap<(String, String, String), Vec<f64>> = HashMap::new();
-    let mut native_totals = Vec::new();
-    if !args.no_native {
-        let snapshot = state
-            .clusters
-            .get(BENCH_NAME)
-            .context("the benchmark cluster is not loaded in the server")?;
-        for _ in 0..args.runs {
-            let report = native_run(&spec, &snapshot)?;
+        if let Some(report) = native_report {
             native_totals.push(report.duration_ms);
             for outcome in &report.policies {
                 if outcome
@@ -505,12 +547,18 @@ fn measure(
                 .filter_map(|o| o["durationMs"].as_f64())
                 .collect();
             let wasm = Stats::of(&times);
-            let native = native.get(&key).map(|t| Stats::of(t));
+            let native_times = native.get(&key);
+            let native = native_times.map(|t| Stats::of(t));
+            // Round by round: both sides ran back to back on the same machine state.
+            let paired_ratio = native_times
+                .filter(|t| t.len() == times.len() && t.iter().all(|&n| n > 0.0))
+                .map(|t| Stats::of(&times.iter().zip(t).map(|(w, n)| w / n).collect::<Vec<_>>()));
             let last = outcomes.last().cloned().unwrap_or(Value::Null);
             PolicyReport {
                 ratio: native
                     .filter(|n| n.median > 0.0)
                     .map(|n| wasm.median / n.median),
+                paired_ratio,
                 plugin_set: key.0,
                 plugin: key.1,
                 extension_point: key.2,
@@ -519,6 +567,13 @@ fn measure(
                 proposals: last["proposals"].as_u64().unwrap_or(0) as u32,
                 refusals: last["refusals"].as_u64().unwrap_or(0) as u32,
                 peak_memory_bytes: last["peakMemoryBytes"].as_u64().unwrap_or(0),
+                snapshot_sections: last["snapshotSections"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect(),
+                snapshot_bytes: last["snapshotBytes"].as_u64().unwrap_or(0),
                 error: last["error"]
                     .as_object()
                     .map(|e| format!("{}: {}", e["kind"], e["message"])),
@@ -541,6 +596,7 @@ fn measure(
             plugins,
             skipped,
         },
+        warmup: args.warmup,
         run_total: Stats::of(&runs.iter().map(|r| r.duration_ms).collect::<Vec<_>>()),
         run_round_trip: Stats::of(&runs.iter().map(|r| r.round_trip_ms).collect::<Vec<_>>()),
         runs,
@@ -656,10 +712,11 @@ fn print_report(out: &mut impl Write, r: &BenchReport) -> io::Result<()> {
     }
     writeln!(
         out,
-        "profile:  {} — {} ({} runs)",
+        "profile:  {} — {} ({} runs after {} warm-up; wasm and native interleaved)",
         r.profile.source,
         r.profile.plugins.join(", "),
-        r.runs.len()
+        r.runs.len(),
+        r.warmup
     )?;
     if !r.profile.skipped.is_empty() {
         writeln!(
@@ -695,18 +752,28 @@ fn print_report(out: &mut impl Write, r: &BenchReport) -> io::Result<()> {
     )?;
     writeln!(
         out,
-        "         snapshot archive handed to each policy: {:.1} MiB",
+        "         snapshot archive: {:.1} MiB; each policy pulls the core and the columns it reads",
         mib(i.archive_bytes)
+    )?;
+    writeln!(
+        out,
+        "         sections: {}",
+        i.sections
+            .iter()
+            .map(|(name, bytes)| format!("{name} {:.1}", mib(*bytes)))
+            .collect::<Vec<_>>()
+            .join(" · ")
     )?;
     writeln!(out)?;
     writeln!(
         out,
-        "{:<44} {:>10} {:>10} {:>11} {:>11} {:>9} {:>8}",
+        "{:<44} {:>10} {:>10} {:>11} {:>11} {:>13} {:>9} {:>8}",
         "policy (plugin set/extension point)",
         "wasm p50",
         "wasm max",
         "native p50",
         "wasm/native",
+        "paired range",
         "proposals",
         "refused"
     )?;
@@ -714,20 +781,27 @@ fn print_report(out: &mut impl Write, r: &BenchReport) -> io::Result<()> {
         let name = format!("{} ({}/{})", p.plugin, p.plugin_set, p.extension_point);
         writeln!(
             out,
-            "{:<44} {:>10} {:>10} {:>11} {:>11} {:>9} {:>8}",
+            "{:<44} {:>10} {:>10} {:>11} {:>11} {:>13} {:>9} {:>8}",
             name,
             fmt_ms(p.wasm.median),
             fmt_ms(p.wasm.max),
             p.native.map_or("–".into(), |n| fmt_ms(n.median)),
-            p.ratio.map_or("–".into(), |x| format!("{x:.2}×")),
+            p.paired_ratio
+                .map(|r| r.median)
+                .or(p.ratio)
+                .map_or("–".into(), |x| format!("{x:.2}×")),
+            p.paired_ratio
+                .map_or("–".into(), |r| format!("{:.2}–{:.2}×", r.min, r.max)),
             p.proposals,
             p.refusals
         )?;
         if p.peak_memory_bytes > 0 {
             writeln!(
                 out,
-                "    guest linear memory peak {:.0} MiB",
-                mib(p.peak_memory_bytes)
+                "    guest linear memory peak {:.0} MiB; pulled {:.1} MiB of the snapshot ({})",
+                mib(p.peak_memory_bytes),
+                mib(p.snapshot_bytes),
+                p.snapshot_sections.join(", ")
             )?;
         }
         if let Some(error) = &p.error {
@@ -1232,12 +1306,14 @@ mod tests {
                 objects: 5,
                 warnings: 0,
                 archive_bytes: 3 << 20,
+                sections: vec![("core".into(), 1 << 20), ("pod-names".into(), 1 << 19)],
             },
             profile: ProfileReport {
                 source: "the default profile".into(),
                 plugins: vec!["RemoveDuplicates".into()],
                 skipped: vec![],
             },
+            warmup: 1,
             runs: vec![],
             policies: vec![PolicyReport {
                 plugin_set: "default".into(),
@@ -1246,9 +1322,12 @@ mod tests {
                 wasm: stats,
                 native: Some(stats),
                 ratio: Some(1.0),
+                paired_ratio: Some(Stats::of(&[0.9, 1.0, 1.2])),
                 proposals: 3,
                 refusals: 1,
                 peak_memory_bytes: 0,
+                snapshot_sections: vec![],
+                snapshot_bytes: 0,
                 error: None,
             }],
             run_total: stats,
@@ -1265,9 +1344,15 @@ mod tests {
             text.contains("RemoveDuplicates (default/balance)"),
             "{text}"
         );
-        assert!(text.contains("1.00×"), "{text}");
+        assert!(text.contains(" 1.00× "), "{text}");
+        assert!(text.contains("0.90–1.20×"), "{text}");
         assert!(
-            text.contains("archive handed to each policy: 3.0 MiB"),
+            text.contains("1 warm-up; wasm and native interleaved"),
+            "{text}"
+        );
+        assert!(text.contains("snapshot archive: 3.0 MiB"), "{text}");
+        assert!(
+            text.contains("sections: core 1.0 · pod-names 0.5"),
             "{text}"
         );
         assert!(

@@ -72,6 +72,13 @@ pub struct PolicyOutcome {
     pub logs_dropped: u32,
     /// Peak linear memory of the instance, in bytes (0 for native runs).
     pub peak_memory_bytes: u64,
+    /// The snapshot sections the policy pulled (`core`, `pod-tolerations`, …), in the order it
+    /// asked for them; empty for native runs, which read the archive in place.
+    #[serde(default)]
+    pub snapshot_sections: Vec<String>,
+    /// Their total size in bytes: what was copied into the policy's memory.
+    #[serde(default)]
+    pub snapshot_bytes: u64,
 }
 
 /// One accepted eviction proposal.
@@ -214,6 +221,7 @@ pub fn execute_native(
             logs,
             proposal_calls: 0,
             peak_memory: 0,
+            sections: Vec::new(),
             state: session.state,
         }
     })
@@ -226,6 +234,7 @@ fn failed(session: EvalSession, failure: PolicyFailure) -> Evaluation {
         logs: Vec::new(),
         proposal_calls: 0,
         peak_memory: 0,
+        sections: Vec::new(),
         state: session.state,
     }
 }
@@ -352,6 +361,12 @@ fn cycle(
                     logs,
                     logs_dropped: dropped as u32,
                     peak_memory_bytes: evaluation.peak_memory as u64,
+                    snapshot_sections: evaluation
+                        .sections
+                        .iter()
+                        .map(|(s, _)| s.name().to_string())
+                        .collect(),
+                    snapshot_bytes: evaluation.sections.iter().map(|(_, b)| b).sum(),
                 });
             }
         }

@@ -456,7 +456,7 @@ fn eviction_order(pod: PodRef<'_>, prefer_no_eviction: Option<StrId>) -> (bool, 
         QosClass::Guaranteed => 2,
     };
     let prefers_staying =
-        prefer_no_eviction.is_some_and(|key| kv_get(&pod.raw.annotations, key).is_some());
+        prefer_no_eviction.is_some_and(|key| kv_get(pod.annotations(), key).is_some());
     (
         priority.is_some(),
         priority.unwrap_or(0),

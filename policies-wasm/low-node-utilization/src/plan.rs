@@ -270,41 +270,75 @@ fn propose(
         let node_reason = describe.reason(cluster.node(source.node), source);
         let mut pre_eviction = PreEvictionBatches::new(&removable);
         let mut evicted: u64 = 0;
-        for (k, &pod_id) in removable.iter().enumerate() {
-            if node_limit.is_some_and(|limit| evicted >= limit) {
-                break;
+        // Next candidate (index into `removable`) the loop looks at.
+        let mut next = 0;
+        loop {
+            // descheduler proposes one pod at a time, updating the node's usage after each and
+            // stopping once the node is back under its target. Collect the pods it would propose
+            // if every proposal were admitted, as one batch: when one is refused, the state is
+            // rebuilt from what was admitted and the walk resumes after the refused pod, so the
+            // proposals are exactly descheduler's, in one host call per batch.
+            let mut batch: Vec<u32> = Vec::new();
+            let mut positions: Vec<usize> = Vec::new();
+            let mut batch_target = None;
+            let mut usage = source.usage.clone();
+            let mut spec_pool = pool.clone();
+            let mut spec_evicted = evicted;
+            while next < removable.len() {
+                if node_limit.is_some_and(|limit| spec_evicted >= limit) {
+                    break;
+                }
+                let k = next;
+                next += 1;
+                let pod_id = removable[k];
+                let pod = cluster.pod(pod_id);
+                // With targetResourceFit the destination search checks taints per destination.
+                if room.is_none() && !destinations.tolerated_by(pod) {
+                    continue;
+                }
+                if excluded.contains(&pod.namespace_id()) {
+                    continue;
+                }
+                let target = match room.as_mut() {
+                    None => None,
+                    Some(room) => match room.target(pod, &resources, &destinations) {
+                        Some(target) => Some(target),
+                        None => {
+                            outcome.no_room += 1;
+                            details.log(ctx, || {
+                                format!(
+                                    "{}/{} stays (targetResourceFit): no underutilized node it \
+                                     tolerates has room for it below its target",
+                                    pod.namespace(),
+                                    pod.name()
+                                )
+                            });
+                            continue;
+                        }
+                    },
+                };
+                if !pre_eviction.passes(ctx, k) {
+                    continue;
+                }
+                batch.push(pod_id);
+                positions.push(k);
+                if target.is_some() {
+                    // targetResourceFit: the reason names the pod's own destination, and the
+                    // next pod's destination depends on whether this one is admitted.
+                    batch_target = target;
+                    break;
+                }
+                spec_evicted += 1;
+                release(&resources, pod, &mut usage, &mut spec_pool);
+                if !keep_evicting_with(&source.capped, &usage, &spec_pool) {
+                    break;
+                }
             }
-            let pod = cluster.pod(pod_id);
-            // With targetResourceFit the destination search checks taints per destination.
-            if room.is_none() && !destinations.tolerated_by(pod) {
-                continue;
-            }
-            if excluded.contains(&pod.namespace_id()) {
-                continue;
-            }
-            let target = match room.as_mut() {
-                None => None,
-                Some(room) => match room.target(pod, &resources, &destinations) {
-                    Some(target) => Some(target),
-                    None => {
-                        outcome.no_room += 1;
-                        details.log(ctx, || {
-                            format!(
-                                "{}/{} stays (targetResourceFit): no underutilized node it \
-                                 tolerates has room for it below its target",
-                                pod.namespace(),
-                                pod.name()
-                            )
-                        });
-                        continue;
-                    }
-                },
-            };
-            if !pre_eviction.passes(ctx, k) {
-                continue;
+            if batch.is_empty() {
+                continue 'nodes;
             }
             let with_target;
-            let reason = match (room.as_ref(), target) {
+            let reason = match (room.as_ref(), batch_target) {
                 (Some(room), Some(target)) => {
                     with_target = format!(
                         "{node_reason}; node {} has room for it",
@@ -314,24 +348,36 @@ fn propose(
                 }
                 _ => &node_reason,
             };
-            match ctx.propose_eviction(pod_id, reason) {
-                Ok(()) => {
-                    outcome.proposed += 1;
-                    if let (Some(room), Some(target)) = (room.as_mut(), target) {
-                        room.take(target);
-                    }
-                }
-                Err(Refusal::NodeLimit) => {
+            let result = ctx.propose_evictions(&batch, reason);
+            outcome.proposed += result.admitted;
+            for &pod_id in &batch[..result.admitted] {
+                evicted += 1;
+                release(
+                    &resources,
+                    cluster.pod(pod_id),
+                    &mut source.usage,
+                    &mut pool,
+                );
+            }
+            if let (Some(room), Some(target), true) =
+                (room.as_mut(), batch_target, result.admitted > 0)
+            {
+                room.take(target);
+            }
+            match result.refusal {
+                None => {}
+                Some(Refusal::NodeLimit) => {
                     outcome.refused += 1;
                     continue 'nodes;
                 }
-                Err(Refusal::TotalLimit) => {
+                Some(Refusal::TotalLimit) => {
                     outcome.refused += 1;
                     outcome.stopped = Some("the run's total eviction limit was reached".into());
                     return Ok(outcome);
                 }
-                Err(other) => {
+                Some(other) => {
                     outcome.refused += 1;
+                    let pod = cluster.pod(batch[result.admitted]);
                     details.log(ctx, || {
                         format!(
                             "eviction of {}/{} refused: {other}",
@@ -339,20 +385,11 @@ fn propose(
                             pod.name()
                         )
                     });
-                    continue;
+                    next = positions[result.admitted] + 1;
                 }
             }
-            evicted += 1;
-            for (r, res) in resources.iter().enumerate() {
-                let amount = match res.kind {
-                    Kind::Pods => 1000,
-                    _ => res.id.map_or(0, |id| pod.request(id)),
-                };
-                source.usage[r] -= amount;
-                pool[r] -= i128::from(amount);
-            }
             if !keep_evicting(source, &pool) {
-                break;
+                continue 'nodes;
             }
         }
     }
@@ -578,12 +615,24 @@ fn capped_capacity(node: &NodeUsage, resources: &[Resource], high: &[Option<f64>
 /// descheduler's `continueEvictionCond`: the node is still above its capped capacity for some
 /// resource, and the pool has room left for every resource.
 fn keep_evicting(node: &NodeUsage, pool: &[i128]) -> bool {
-    let above = node
-        .capped
-        .iter()
-        .zip(&node.usage)
-        .any(|(cap, used)| cap < used);
+    keep_evicting_with(&node.capped, &node.usage, pool)
+}
+
+fn keep_evicting_with(capped: &[i64], usage: &[i64], pool: &[i128]) -> bool {
+    let above = capped.iter().zip(usage).any(|(cap, used)| cap < used);
     above && pool.iter().all(|&room| room > 0)
+}
+
+/// Take an evicted pod's requests off its node's usage and the destinations' pooled headroom.
+fn release(resources: &[Resource], pod: PodRef<'_>, usage: &mut [i64], pool: &mut [i128]) {
+    for (r, res) in resources.iter().enumerate() {
+        let amount = match res.kind {
+            Kind::Pods => 1000,
+            _ => res.id.map_or(0, |id| pod.request(id)),
+        };
+        usage[r] -= amount;
+        pool[r] -= i128::from(amount);
+    }
 }
 
 /// Sort key: priority ascending with unset first, then QoS BestEffort < Burstable < Guaranteed,
@@ -596,7 +645,7 @@ fn eviction_order(pod: PodRef<'_>, prefer_no_eviction: Option<StrId>) -> (bool, 
         QosClass::Guaranteed => 2,
     };
     let prefers_staying =
-        prefer_no_eviction.is_some_and(|key| kv_get(&pod.raw.annotations, key).is_some());
+        prefer_no_eviction.is_some_and(|key| kv_get(pod.annotations(), key).is_some());
     (
         priority.is_some(),
         priority.unwrap_or(0),

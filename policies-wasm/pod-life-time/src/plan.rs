@@ -222,7 +222,7 @@ impl Criteria {
         if !self.conditions.is_empty()
             && let Some(m) = self.matched_condition(pod)
         {
-            let c = &pod.raw.conditions[m.index];
+            let c = &pod.conditions()[m.index];
             let mut text = format!(
                 "condition {}={}",
                 cluster.str(c.type_.to_native()),
@@ -275,7 +275,7 @@ impl Criteria {
         pod: PodRef<'a>,
     ) -> impl Iterator<Item = &'a ArchivedContainer> + 'a {
         let (init, ephemeral) = (self.init, self.ephemeral);
-        pod.raw.containers.iter().filter(move |c| match c.kind {
+        pod.all_containers().iter().filter(move |c| match c.kind {
             ArchivedContainerKind::App => true,
             ArchivedContainerKind::Init => init,
             ArchivedContainerKind::Ephemeral => ephemeral,
@@ -315,7 +315,7 @@ impl Criteria {
     /// `conditions`: the first pod condition some filter matches.
     fn matched_condition(&self, pod: PodRef<'_>) -> Option<ConditionMatch> {
         for f in &self.conditions {
-            for (i, c) in pod.raw.conditions.iter().enumerate() {
+            for (i, c) in pod.conditions().iter().enumerate() {
                 if !(f.type_.matches(c.type_.to_native())
                     && f.status.matches(c.status.to_native())
                     && f.reason.matches(c.reason.to_native()))
@@ -349,8 +349,7 @@ impl Criteria {
     /// ones) exited with one of the codes.
     fn matched_exit_code<'a>(&self, pod: PodRef<'a>) -> Option<(&'a ArchivedContainer, i32)> {
         let init = self.init;
-        pod.raw
-            .containers
+        pod.all_containers()
             .iter()
             .filter(move |c| match c.kind {
                 ArchivedContainerKind::App => true,

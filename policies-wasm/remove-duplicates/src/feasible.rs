@@ -204,7 +204,7 @@ impl<'a> Feasibility<'a> {
     fn toleration_signature(&mut self, pod: PodRef<'a>) -> u32 {
         let key = &mut self.scratch;
         key.clear();
-        for t in pod.raw.tolerations.iter() {
+        for t in pod.tolerations().iter() {
             let operator = match t.operator {
                 ArchivedTolerationOperator::Equal => 0,
                 ArchivedTolerationOperator::Exists => 1,
@@ -233,15 +233,15 @@ impl<'a> Feasibility<'a> {
     fn selector_signature(&mut self, pod: PodRef<'a>) -> u32 {
         let key = &mut self.scratch;
         key.clear();
-        let raw = pod.raw;
-        key.push(raw.node_selector.len() as u32);
-        for kv in raw.node_selector.iter() {
+        let node_selector = pod.node_selector();
+        key.push(node_selector.len() as u32);
+        for kv in node_selector {
             key.extend([kv.key.to_native(), kv.value.to_native()]);
         }
-        let selective = match raw.affinity.node_required.as_ref() {
+        let selective = match pod.affinity().node_required.as_ref() {
             None => {
                 key.push(u32::MAX);
-                !raw.node_selector.is_empty()
+                !node_selector.is_empty()
             }
             Some(terms) => {
                 key.push(terms.len() as u32);

@@ -185,51 +185,50 @@ fn propose(
                 describe_owner(cluster, &group.key),
                 node.name()
             );
-            for &(pos, pod) in &on_node[upper_avg - 1..] {
-                let with_target;
-                let reason = match fit.as_mut() {
-                    None => &reason,
-                    Some(fit) => match fit.target(&mut feasibility, pod, pos) {
-                        Some(target) => {
-                            with_target =
-                                format!("{reason}; node {} has room for it", fit.node_name(target));
-                            &with_target
-                        }
-                        None => {
-                            outcome.no_room += 1;
-                            let p = cluster.pod(pod);
-                            details.log(ctx, || {
-                                format!(
-                                    "{}/{} kept (targetResourceFit): no other feasible node has \
-                                     room for its requests",
-                                    p.namespace(),
-                                    p.name()
-                                )
-                            });
-                            continue;
-                        }
-                    },
-                };
-                match ctx.propose_eviction(pod, reason) {
-                    Ok(()) => outcome.proposed += 1,
-                    Err(Refusal::NodeLimit) => {
-                        outcome.refused += 1;
+            let excess = &on_node[upper_avg - 1..];
+            let Some(fit) = fit.as_mut() else {
+                // One reason for all of them: propose them as one batch.
+                let pods: Vec<u32> = excess.iter().map(|&(_, pod)| pod).collect();
+                let mut rest = &pods[..];
+                while !rest.is_empty() {
+                    let batch = ctx.propose_evictions(rest, &reason);
+                    outcome.proposed += batch.admitted;
+                    let Some(refusal) = batch.refusal else {
                         break;
+                    };
+                    let pod = rest[batch.admitted];
+                    match refused(ctx, details, &mut outcome, cluster, pod, refusal) {
+                        Next::Pod => rest = &rest[batch.admitted + 1..],
+                        Next::Node => break,
+                        Next::Stop => return Ok(outcome),
                     }
-                    Err(Refusal::TotalLimit) => {
-                        outcome.refused += 1;
-                        return Ok(outcome);
-                    }
-                    Err(other) => {
-                        outcome.refused += 1;
-                        let p = cluster.pod(pod);
-                        details.log(ctx, || {
-                            format!(
-                                "eviction of {}/{} refused: {other}",
-                                p.namespace(),
-                                p.name()
-                            )
-                        });
+                }
+                continue;
+            };
+            for &(pos, pod) in excess {
+                // With targetResourceFit each duplicate names its own destination.
+                let Some(target) = fit.target(&mut feasibility, pod, pos) else {
+                    outcome.no_room += 1;
+                    let p = cluster.pod(pod);
+                    details.log(ctx, || {
+                        format!(
+                            "{}/{} kept (targetResourceFit): no other feasible node has room \
+                             for its requests",
+                            p.namespace(),
+                            p.name()
+                        )
+                    });
+                    continue;
+                };
+                let reason = format!("{reason}; node {} has room for it", fit.node_name(target));
+                match ctx.propose_eviction(pod, &reason) {
+                    Ok(()) => outcome.proposed += 1,
+                    Err(refusal) => {
+                        match refused(ctx, details, &mut outcome, cluster, pod, refusal) {
+                            Next::Pod => {}
+                            Next::Node => break,
+                            Next::Stop => return Ok(outcome),
+                        }
                     }
                 }
             }
@@ -445,6 +444,41 @@ fn find_duplicates(
     let mut groups = keys.groups;
     groups.retain(|g| !g.duplicates.is_empty());
     groups
+}
+
+/// Where the loop goes after a refusal.
+enum Next {
+    Pod,
+    Node,
+    Stop,
+}
+
+/// Count and log a refused proposal, and say where to go on: descheduler moves to the next node
+/// when the node limit is reached and stops at the total limit.
+fn refused(
+    ctx: &mut Context<'_>,
+    details: &mut Details,
+    outcome: &mut Outcome,
+    cluster: Cluster<'_>,
+    pod: u32,
+    refusal: Refusal,
+) -> Next {
+    outcome.refused += 1;
+    match refusal {
+        Refusal::NodeLimit => Next::Node,
+        Refusal::TotalLimit => Next::Stop,
+        other => {
+            let p = cluster.pod(pod);
+            details.log(ctx, || {
+                format!(
+                    "eviction of {}/{} refused: {other}",
+                    p.namespace(),
+                    p.name()
+                )
+            });
+            Next::Pod
+        }
+    }
 }
 
 fn describe_owner(cluster: Cluster<'_>, key: &OwnerKey) -> String {

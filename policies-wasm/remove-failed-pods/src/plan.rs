@@ -179,7 +179,7 @@ impl Criteria {
 
     fn containers<'a>(&self, pod: PodRef<'a>) -> impl Iterator<Item = &'a ArchivedContainer> + 'a {
         let init = self.init;
-        pod.raw.containers.iter().filter(move |c| match c.kind {
+        pod.all_containers().iter().filter(move |c| match c.kind {
             ArchivedContainerKind::App => true,
             ArchivedContainerKind::Init => init,
             ArchivedContainerKind::Ephemeral => false,

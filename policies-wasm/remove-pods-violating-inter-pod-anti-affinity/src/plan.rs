@@ -240,7 +240,7 @@ fn eviction_order(pod: PodRef<'_>, prefer_no_eviction: Option<StrId>) -> (bool, 
         QosClass::Guaranteed => 2,
     };
     let prefers_staying =
-        prefer_no_eviction.is_some_and(|key| kv_get(&pod.raw.annotations, key).is_some());
+        prefer_no_eviction.is_some_and(|key| kv_get(pod.annotations(), key).is_some());
     (
         priority.is_some(),
         priority.unwrap_or(0),
@@ -314,8 +314,8 @@ fn propose(
     }
     let preferred = args.include_preferred_anti_affinity;
     let has_terms = |pod: PodRef<'_>| {
-        !pod.raw.affinity.pod_anti_affinity_required.is_empty()
-            || (preferred && !pod.raw.affinity.pod_anti_affinity_preferred.is_empty())
+        !pod.affinity().pod_anti_affinity_required.is_empty()
+            || (preferred && !pod.affinity().pod_anti_affinity_preferred.is_empty())
     };
 
     let filter = PodFilter::new(cluster, args)?;
@@ -346,7 +346,7 @@ fn propose(
         if has_terms(pod) {
             outcome.with_terms += 1;
             node_has_terms[node as usize] = true;
-            let affinity = &pod.raw.affinity;
+            let affinity = pod.affinity();
             let preferred_terms = affinity
                 .pod_anti_affinity_preferred
                 .iter()
@@ -477,13 +477,7 @@ fn required_violation(
     pod: PodRef<'_>,
     node: NodeRef<'_>,
 ) -> Option<(usize, Culprit)> {
-    for (i, term) in pod
-        .raw
-        .affinity
-        .pod_anti_affinity_required
-        .iter()
-        .enumerate()
-    {
+    for (i, term) in pod.affinity().pod_anti_affinity_required.iter().enumerate() {
         if term
             .label_selector
             .as_ref()
@@ -505,8 +499,7 @@ fn preferred_violation(
     pod: PodRef<'_>,
     node: NodeRef<'_>,
 ) -> Option<(usize, Culprit)> {
-    pod.raw
-        .affinity
+    pod.affinity()
         .pod_anti_affinity_preferred
         .iter()
         .enumerate()
@@ -531,8 +524,7 @@ fn better_node(
     let cluster = set.cluster;
     // Per valid preferred term: (topology key, nodes hosting a selected pod, their key values).
     let dirty: Vec<(StrId, HashSet<u32>, HashSet<StrId>)> = pod
-        .raw
-        .affinity
+        .affinity()
         .pod_anti_affinity_preferred
         .iter()
         .filter(|w| valid_selector(&w.term))
@@ -616,11 +608,11 @@ fn describe(cluster: Cluster<'_>, pod: PodRef<'_>, node: NodeRef<'_>, v: &Violat
     let (kind, term, culprit) = match v {
         Violation::Required { term, culprit } => (
             "required".to_string(),
-            &pod.raw.affinity.pod_anti_affinity_required[*term],
+            &pod.affinity().pod_anti_affinity_required[*term],
             culprit,
         ),
         Violation::Preferred { term, culprit, .. } => {
-            let w = &pod.raw.affinity.pod_anti_affinity_preferred[*term];
+            let w = &pod.affinity().pod_anti_affinity_preferred[*term];
             (
                 format!("preferred, weight {}", w.weight.to_native()),
                 &w.term,

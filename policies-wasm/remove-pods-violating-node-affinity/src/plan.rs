@@ -244,7 +244,7 @@ fn preferred_terms_signature(pod: PodRef<'_>) -> Vec<u32> {
             out.extend(r.values.iter().map(|v| v.to_native()));
         }
     }
-    let terms = &pod.raw.affinity.node_preferred;
+    let terms = &pod.affinity().node_preferred;
     let mut out = vec![terms.len() as u32];
     for t in terms.iter() {
         out.push(t.weight.to_native() as u32);

@@ -198,7 +198,7 @@ fn propose(
         let mut seen: HashSet<Vec<u32>> = HashSet::default();
         for &p in pods {
             let pod = cluster.pod(p);
-            for c in pod.raw.topology_spread.iter() {
+            for c in pod.topology_spread().iter() {
                 let allowed = match c.when_unsatisfiable {
                     ArchivedWhenUnsatisfiable::DoNotSchedule => hard,
                     ArchivedWhenUnsatisfiable::ScheduleAnyway => soft,
@@ -354,9 +354,9 @@ impl<'a> Tsc<'a> {
         let mut out = vec![self.topology_key()];
         out.push(u32::from(self.honor_affinity));
         if self.honor_affinity {
-            let pod = self.owner.raw;
-            push_kvs(&mut out, &pod.node_selector);
-            match pod.affinity.node_required.as_ref() {
+            let pod = self.owner;
+            push_kvs(&mut out, pod.node_selector());
+            match pod.affinity().node_required.as_ref() {
                 None => out.push(u32::MAX),
                 Some(terms) => {
                     out.push(terms.len() as u32);
@@ -369,7 +369,7 @@ impl<'a> Tsc<'a> {
         }
         out.push(u32::from(self.honor_taints));
         if self.honor_taints {
-            let tolerations = &self.owner.raw.tolerations;
+            let tolerations = self.owner.tolerations();
             out.push(tolerations.len() as u32);
             for t in tolerations.iter() {
                 out.push(t.key.to_native());
@@ -770,8 +770,8 @@ fn take_preferring_fit(
 /// Sort key inside a domain, front = kept: pods with a nodeSelector or node affinity first, then
 /// priority descending (unset last).
 fn keep_order(pod: PodRef<'_>) -> (bool, std::cmp::Reverse<Option<i32>>) {
-    let affinity = &pod.raw.affinity;
-    let pinned = !pod.raw.node_selector.is_empty()
+    let affinity = pod.affinity();
+    let pinned = !pod.node_selector().is_empty()
         || affinity.node_required.is_some()
         || !affinity.node_preferred.is_empty();
     (!pinned, std::cmp::Reverse(pod.priority()))

@@ -35,6 +35,8 @@ pub enum Behaviour {
     None,
     /// Proposes the first `count` (default 1) pods that pass the evictor's Filter.
     Propose,
+    /// The same as `propose`, through `propose-evictions` batches (carrying on after a refusal).
+    ProposeBatch,
     /// Never returns.
     InfiniteLoop,
     /// Allocates and touches memory until the host's memory cap stops it.
@@ -49,6 +51,8 @@ pub enum Behaviour {
     FloodProposals,
     /// Logs a 1 MiB message `count` times (default 100,000).
     FloodLogs,
+    /// `flood-proposals` through `propose-evictions`, 64 pods a batch.
+    FloodProposalBatches,
 }
 
 impl Behaviour {
@@ -56,6 +60,7 @@ impl Behaviour {
         match self {
             Behaviour::None => "none",
             Behaviour::Propose => "propose",
+            Behaviour::ProposeBatch => "propose-batch",
             Behaviour::InfiniteLoop => "infinite-loop",
             Behaviour::MemoryBomb => "memory-bomb",
             Behaviour::DeepRecursion => "deep-recursion",
@@ -63,12 +68,14 @@ impl Behaviour {
             Behaviour::Trap => "trap",
             Behaviour::FloodProposals => "flood-proposals",
             Behaviour::FloodLogs => "flood-logs",
+            Behaviour::FloodProposalBatches => "flood-proposal-batches",
         }
     }
 
-    const ALL: [Behaviour; 9] = [
+    const ALL: [Behaviour; 11] = [
         Behaviour::None,
         Behaviour::Propose,
+        Behaviour::ProposeBatch,
         Behaviour::InfiniteLoop,
         Behaviour::MemoryBomb,
         Behaviour::DeepRecursion,
@@ -76,6 +83,7 @@ impl Behaviour {
         Behaviour::Trap,
         Behaviour::FloodProposals,
         Behaviour::FloodLogs,
+        Behaviour::FloodProposalBatches,
     ];
 }
 
@@ -150,8 +158,9 @@ fn args_schema() -> serde_json::Value {
                 "default": "none"
             },
             "count": {
-                "description": "Iterations for propose (pods, default 1), flood-proposals \
-                                (proposals, default 5000000) and flood-logs (lines, default 100000).",
+                "description": "Iterations for propose and propose-batch (pods, default 1), \
+                                flood-proposals and flood-proposal-batches (proposals, default \
+                                5000000) and flood-logs (lines, default 100000).",
                 "type": ["integer", "null"],
                 "minimum": 1,
                 "default": null
@@ -164,6 +173,7 @@ fn misbehave(ctx: &mut Context<'_>, args: &TestMisbehavingArgs) -> Result<(), St
     match args.behaviour {
         Behaviour::None => Ok(()),
         Behaviour::Propose => propose(ctx, args.count.unwrap_or(1)),
+        Behaviour::ProposeBatch => propose_batch(ctx, args.count.unwrap_or(1)),
         Behaviour::InfiniteLoop => infinite_loop(),
         Behaviour::MemoryBomb => memory_bomb(),
         Behaviour::DeepRecursion => {
@@ -180,6 +190,10 @@ fn misbehave(ctx: &mut Context<'_>, args: &TestMisbehavingArgs) -> Result<(), St
             flood_logs(ctx, args.count.unwrap_or(DEFAULT_FLOOD_LOGS));
             Ok(())
         }
+        Behaviour::FloodProposalBatches => {
+            flood_proposal_batches(ctx, args.count.unwrap_or(DEFAULT_FLOOD_PROPOSALS));
+            Ok(())
+        }
     }
 }
 
@@ -193,6 +207,24 @@ fn propose(ctx: &mut Context<'_>, count: u64) -> Result<(), String> {
         if let Err(refusal) = ctx.propose_eviction(pod, "TestMisbehaving: behaviour \"propose\"") {
             ctx.info(&format!("proposal for pod {pod} refused: {refusal}"));
         }
+    }
+    Ok(())
+}
+
+fn propose_batch(ctx: &mut Context<'_>, count: u64) -> Result<(), String> {
+    let all: Vec<u32> = (0..ctx.cluster.pod_count() as u32).collect();
+    let passing = ctx.filter(&all);
+    let mut rest = &passing[..passing
+        .len()
+        .min(usize::try_from(count).unwrap_or(usize::MAX))];
+    while !rest.is_empty() {
+        let outcome = ctx.propose_evictions(rest, "TestMisbehaving: behaviour \"propose\"");
+        let Some(refusal) = outcome.refusal else {
+            break;
+        };
+        let pod = rest[outcome.admitted];
+        ctx.info(&format!("proposal for pod {pod} refused: {refusal}"));
+        rest = &rest[outcome.admitted + 1..];
     }
     Ok(())
 }
@@ -251,6 +283,17 @@ fn flood_proposals(ctx: &mut Context<'_>, count: u64) {
         // proposed); with no pods at all, propose ids the host does not know.
         let pod = if pods == 0 { i } else { i % pods };
         let _ignored = black_box(ctx.propose_eviction(black_box(pod as u32), "flood"));
+    }
+}
+
+fn flood_proposal_batches(ctx: &mut Context<'_>, count: u64) {
+    let pods = (ctx.cluster.pod_count() as u64).max(1);
+    let batch: Vec<u32> = (0..64u64).map(|i| (i % pods) as u32).collect();
+    let mut proposed = 0;
+    while proposed < count {
+        // A batch stops at its first refusal: count what the host really looked at.
+        let outcome = black_box(ctx.propose_evictions(black_box(&batch), "flood"));
+        proposed += (outcome.admitted + usize::from(outcome.refusal.is_some())) as u64;
     }
 }
 

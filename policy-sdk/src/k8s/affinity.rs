@@ -109,26 +109,25 @@ pub fn node_selector_terms_match(
 
 /// Every `spec.nodeSelector` pair is a label of the node.
 pub fn pod_matches_node_selector(pod: PodRef<'_>, node: NodeRef<'_>) -> bool {
-    pod.raw
-        .node_selector
+    pod.node_selector()
         .iter()
         .all(|kv| node.label_id(kv.key.to_native()) == Some(kv.value.to_native()))
 }
 
 /// The pod has `requiredDuringSchedulingIgnoredDuringExecution` node affinity.
 pub fn pod_has_required_node_affinity(pod: PodRef<'_>) -> bool {
-    pod.raw.affinity.node_required.is_some()
+    pod.affinity().node_required.is_some()
 }
 
 /// The pod has `preferredDuringSchedulingIgnoredDuringExecution` node affinity terms.
 pub fn pod_has_preferred_node_affinity(pod: PodRef<'_>) -> bool {
-    !pod.raw.affinity.node_preferred.is_empty()
+    !pod.affinity().node_preferred.is_empty()
 }
 
 /// The required node affinity admits the node (no required affinity admits every node; a
 /// required affinity with no terms admits none).
 pub fn pod_matches_required_node_affinity(pod: PodRef<'_>, node: NodeRef<'_>) -> bool {
-    match pod.raw.affinity.node_required.as_ref() {
+    match pod.affinity().node_required.as_ref() {
         None => true,
         Some(terms) => node_selector_terms_match(pod.cluster(), terms, node),
     }
@@ -144,8 +143,7 @@ pub fn pod_matches_node_selector_and_required_affinity(pod: PodRef<'_>, node: No
 /// the pod has none). A term with an invalid requirement does not match.
 pub fn preferred_node_affinity_score(pod: PodRef<'_>, node: NodeRef<'_>) -> i64 {
     let cluster = pod.cluster();
-    pod.raw
-        .affinity
+    pod.affinity()
         .node_preferred
         .iter()
         .filter(|p| node_selector_term_matches(cluster, &p.term, node))
@@ -211,7 +209,7 @@ pub fn anti_affinity_conflicts_on_node(
     node: NodeRef<'_>,
     pods_on_node: &[u32],
 ) -> bool {
-    let terms = &pod.raw.affinity.pod_anti_affinity_required;
+    let terms = &pod.affinity().pod_anti_affinity_required;
     if terms.is_empty() {
         return false;
     }

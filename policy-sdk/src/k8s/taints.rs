@@ -47,7 +47,7 @@ pub fn tolerations_tolerate(
 
 /// The pod tolerates one taint.
 pub fn pod_tolerates_taint(pod: PodRef<'_>, key: StrId, value: StrId, effect: TaintEffect) -> bool {
-    tolerations_tolerate(&pod.raw.tolerations, key, value, effect)
+    tolerations_tolerate(pod.tolerations(), key, value, effect)
 }
 
 /// The pod tolerates every taint of the node whose effect is in `effects`
@@ -96,7 +96,7 @@ pub fn untolerated_taints<'a>(
 /// wildcard toleration (`operator: Exists`, no key) does not pass a node with two taints, and a
 /// pod with no tolerations passes only untainted nodes.
 pub fn tolerates_node_taints_by_count(pod: PodRef<'_>, node: NodeRef<'_>) -> bool {
-    pod.raw.tolerations.len() >= node.raw.taints.len()
+    pod.tolerations().len() >= node.raw.taints.len()
         && node
             .taints()
             .all(|(k, v, e)| pod_tolerates_taint(pod, k, v, e))

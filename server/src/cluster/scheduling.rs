@@ -222,7 +222,7 @@ impl<'a> Scheduler<'a> {
             return None;
         }
         let reserved = &self.held_pods[node.id as usize];
-        let terms = &pod.raw.affinity.pod_anti_affinity_required;
+        let terms = &pod.affinity().pod_anti_affinity_required;
         let conflict = terms.iter().any(|term| {
             term.label_selector
                 .as_ref()

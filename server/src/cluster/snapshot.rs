@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use rebalancer_policy_sdk::evictor::ClusterIndex;
-use rebalancer_policy_sdk::model::{self, NONE};
+use rebalancer_policy_sdk::model::{self, NONE, Section};
 use rebalancer_policy_sdk::view::Cluster;
 use serde::Deserialize;
 
@@ -67,14 +67,18 @@ impl ClusterSnapshot {
             .clone()
     }
 
-    /// The archive bytes (what a guest receives as `cluster.snapshot`).
+    /// The whole archive: header and every section.
     pub fn archive_bytes(&self) -> &[u8] {
         &self.archive
     }
 
-    /// The archive as a shared buffer: cloning it is a reference-count increment.
-    pub fn archive_shared(&self) -> bytes::Bytes {
-        self.archive.clone()
+    /// One section of the archive as a shared buffer (a guest receives the core as
+    /// `cluster.snapshot` and the others as `cluster.snapshot-section`): a reference-count
+    /// increment, no copy.
+    pub fn section(&self, section: Section) -> bytes::Bytes {
+        let range = model::header::range(&self.archive, section.id())
+            .expect("build_snapshot writes every section of the layout");
+        self.archive.slice(range)
     }
 
     /// The full (trimmed) object behind row `index` of the `kind` table, as JSON; `kind` is the
@@ -370,9 +374,9 @@ pub fn build_snapshot(
     // The same bytes as `model::to_bytes`, written into a buffer sized up front (the archive
     // is about a quarter of the JSON): no growth by copying a 100 MB buffer.
     let json_len: usize = modelled.iter().map(|(e, _)| store.get(e.span).len()).sum();
-    let buffer = rkyv::util::AlignedVec::<16>::with_capacity(json_len / 4 + 4096);
-    let archive = rkyv::api::high::to_bytes_in::<_, rkyv::rancor::Error>(&snapshot, buffer)
-        .map_err(|e| IngestError::Archive(e.to_string()))?;
+    let buffer = model::ArchiveBuffer::with_capacity(json_len / 4 + 4096);
+    let archive =
+        model::to_bytes_in(&snapshot, buffer).map_err(|e| IngestError::Archive(e.to_string()))?;
     // Freeing millions of small allocations takes a few hundred ms on large clusters: do it
     // off the caller's path when there is much to free.
     if snapshot.pods.len() >= FREE_ASIDE_MIN_PODS {
@@ -445,9 +449,8 @@ mod tests {
         let snapshot = b.finish();
         let expected = model::to_bytes(&snapshot).unwrap();
         for capacity in [0, 16, 1 << 20] {
-            let buffer = rkyv::util::AlignedVec::<16>::with_capacity(capacity);
-            let got =
-                rkyv::api::high::to_bytes_in::<_, rkyv::rancor::Error>(&snapshot, buffer).unwrap();
+            let buffer = model::ArchiveBuffer::with_capacity(capacity);
+            let got = model::to_bytes_in(&snapshot, buffer).unwrap();
             assert_eq!(got.as_slice(), expected.as_slice());
         }
     }

@@ -216,7 +216,7 @@ fn pod_scalars_requests_and_qos() {
     assert_eq!(c.str(owner.uid.to_native()), "rs-web");
     assert!(web.raw.owner_refs[0].controller);
     assert!(web.raw.has_resource_claims);
-    assert_eq!(web.raw.node_selector.len(), 1);
+    assert_eq!(web.node_selector().len(), 1);
 
     let job = pod(c, "report-28000000-abcde");
     assert_eq!(job.phase(), PodPhase::Failed);
@@ -240,7 +240,7 @@ fn pod_scalars_requests_and_qos() {
     assert_eq!(pending.qos(), QosClass::BestEffort);
     assert!(pending.raw.requests.is_empty());
     assert_eq!(
-        pending.raw.conditions[0]
+        pending.conditions()[0]
             .last_transition_ms
             .as_ref()
             .map(|t| t.to_native()),
@@ -276,7 +276,7 @@ fn pod_containers_conditions_and_volumes() {
     assert_eq!(c.str(main.terminated_reason.to_native()), "OOMKilled");
     assert_eq!(main.exit_code.as_ref().map(|e| e.to_native()), Some(137));
 
-    let conds = &web.raw.conditions;
+    let conds = web.conditions();
     assert_eq!(conds.len(), 3);
     assert_eq!(c.str(conds[1].type_.to_native()), "Ready");
     assert_eq!(c.str(conds[1].status.to_native()), "True");
@@ -285,7 +285,7 @@ fn pod_containers_conditions_and_volumes() {
         Some(1_583_136_480_000)
     );
 
-    let kinds: Vec<_> = web.raw.volumes.iter().map(|v| &v.kind).collect();
+    let kinds: Vec<_> = web.volumes().iter().map(|v| &v.kind).collect();
     assert!(matches!(
         kinds[..],
         [
@@ -296,8 +296,8 @@ fn pod_containers_conditions_and_volumes() {
             ArchivedVolumeKind::Other
         ]
     ));
-    assert_eq!(c.str(web.raw.volumes[2].claim.to_native()), "data-web");
-    assert_eq!(web.raw.volumes[0].claim.to_native(), 0);
+    assert_eq!(c.str(web.volumes()[2].claim.to_native()), "data-web");
+    assert_eq!(web.volumes()[0].claim.to_native(), 0);
 
     let pvcs = &c.archive().pvcs;
     assert_eq!(pvcs.len(), 2);
@@ -313,7 +313,7 @@ fn pod_affinity_tolerations_and_spread() {
     let snap = fixture();
     let c = snap.cluster();
     let web = pod(c, "web-7d4b9c8f6d-x2x7q");
-    let aff = &web.raw.affinity;
+    let aff = web.affinity();
     let required = aff.node_required.as_ref().expect("required node affinity");
     assert_eq!(required.len(), 1);
     let expr = &required[0].match_expressions[0];
@@ -347,7 +347,7 @@ fn pod_affinity_tolerations_and_spread() {
     assert_eq!(c.str(pref.term.namespaces[0].to_native()), "shop");
     assert!(pref.term.namespace_selector.is_none());
 
-    let tol = &web.raw.tolerations;
+    let tol = web.tolerations();
     assert_eq!(tol.len(), 3);
     assert!(matches!(tol[0].operator, ArchivedTolerationOperator::Equal));
     assert_eq!(c.str(tol[0].value.to_native()), "batch");
@@ -359,7 +359,7 @@ fn pod_affinity_tolerations_and_spread() {
     assert_eq!(tol[2].key.to_native(), 0);
     assert!(tol[2].effect.is_none());
 
-    let tsc = &web.raw.topology_spread[0];
+    let tsc = &web.topology_spread()[0];
     assert_eq!(tsc.max_skew.to_native(), 1);
     assert!(matches!(
         tsc.when_unsatisfiable,
@@ -377,7 +377,7 @@ fn pod_affinity_tolerations_and_spread() {
     );
 
     // A pod without affinity has `node_required: None`.
-    assert!(pod(c, "pending-1").raw.affinity.node_required.is_none());
+    assert!(pod(c, "pending-1").affinity().node_required.is_none());
 }
 
 #[test]

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rebalancer_policy_sdk::evictor::{ClusterIndex, Evictor, EvictorConfig, RunState};
+use rebalancer_policy_sdk::model::Section;
 use rebalancer_policy_sdk::{ArgError, ExtensionPoint, Host as _, LogLevel, Refusal};
 use serde::{Deserialize, Serialize};
 use wasmtime::{ResourceLimiter, Store, Trap};
@@ -41,6 +42,8 @@ pub struct Evaluation {
     pub proposal_calls: u32,
     /// Largest linear memory the instance reached, in bytes.
     pub peak_memory: usize,
+    /// The snapshot sections handed to the guest, with their sizes, in the order it asked.
+    pub sections: Vec<(Section, u64)>,
     pub state: RunState,
 }
 
@@ -87,6 +90,8 @@ pub(super) struct HostState {
     max_log_bytes: usize,
     proposal_calls: u32,
     max_proposals: u32,
+    /// Snapshot sections handed over, with their sizes.
+    handed_over: Vec<(Section, u64)>,
     /// Set by an import that ends the evaluation (cap hit) just before it traps.
     abort: Option<PolicyFailure>,
     /// The message of a guest panic (the SDK's panic hook logs it before the trap).
@@ -115,9 +120,27 @@ impl HostState {
         Ok(f(&mut evictor))
     }
 
-    /// The shared archive for `cluster.snapshot` (see `link_shared_snapshot`).
-    pub(super) fn snapshot_bytes(&mut self) -> wasmtime::Result<bytes::Bytes> {
-        Ok(self.session()?.snapshot.archive_shared())
+    /// A section of the shared archive for `cluster.snapshot` / `cluster.snapshot-section`
+    /// (see `link_shared_snapshot`), counted as handed over.
+    pub(super) fn section_bytes(&mut self, section: Section) -> wasmtime::Result<bytes::Bytes> {
+        let bytes = self.session()?.snapshot.section(section);
+        self.handed_over.push((section, bytes.len() as u64));
+        Ok(bytes)
+    }
+
+    /// Count `n` proposals (accepted or refused) against the cap; past it, the evaluation ends.
+    fn count_proposals(&mut self, n: usize) -> wasmtime::Result<()> {
+        self.proposal_calls = self
+            .proposal_calls
+            .saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+        if self.proposal_calls > self.max_proposals {
+            let cap = self.max_proposals;
+            return Err(self.fail(
+                "proposal-cap",
+                format!("the policy proposed more than {cap} evictions in one evaluation"),
+            ));
+        }
+        Ok(())
     }
 
     fn fail(&mut self, kind: &str, message: String) -> wasmtime::Error {
@@ -139,14 +162,21 @@ impl cluster::Host for HostState {
             time_ms: c.time_ms(),
             node_count: c.node_count() as u32,
             pod_count: c.pod_count() as u32,
-            byte_len: s.snapshot.archive_bytes().len() as u64,
+            byte_len: s.snapshot.section(Section::Core).len() as u64,
         })
     }
 
     /// Shadowed in the linker by `link_shared_snapshot`, which lowers the shared buffer without
     /// this copy; kept because the generated trait requires it.
     fn snapshot(&mut self) -> wasmtime::Result<Vec<u8>> {
-        Ok(self.session()?.snapshot.archive_bytes().to_vec())
+        Ok(self.section_bytes(Section::Core)?.to_vec())
+    }
+
+    /// Shadowed like `snapshot`.
+    fn snapshot_section(&mut self, id: u32) -> wasmtime::Result<Option<Vec<u8>>> {
+        Section::from_id(id)
+            .map(|s| self.section_bytes(s).map(|b| b.to_vec()))
+            .transpose()
     }
 
     fn nodes(&mut self) -> wasmtime::Result<Vec<u32>> {
@@ -207,29 +237,45 @@ impl evictor::Host for HostState {
         pod: u32,
         reason: String,
     ) -> wasmtime::Result<Result<(), wit::Refusal>> {
-        self.proposal_calls += 1;
-        if self.proposal_calls > self.max_proposals {
-            let cap = self.max_proposals;
-            return Err(self.fail(
-                "proposal-cap",
-                format!(
-                    "the policy called propose-eviction more than {cap} times in one evaluation"
-                ),
-            ));
+        self.count_proposals(1)?;
+        let result = self.with_evictor(|e| e.propose(pod, &reason))?;
+        Ok(result.map_err(to_wit_refusal))
+    }
+
+    fn propose_evictions(
+        &mut self,
+        pods: Vec<u32>,
+        reason: String,
+    ) -> wasmtime::Result<wit::BatchOutcome> {
+        // Each pod counts against the cap as one `propose-eviction` call would: the pods within
+        // the cap are proposed, then the evaluation ends if the batch went past it.
+        let allowed =
+            (self.max_proposals.saturating_sub(self.proposal_calls) as usize).min(pods.len());
+        let outcome = self.with_evictor(|e| e.propose_evictions(&pods[..allowed], &reason))?;
+        self.count_proposals(outcome.admitted + usize::from(outcome.refusal.is_some()))?;
+        if outcome.refusal.is_none() && allowed < pods.len() {
+            // The rest would go past the cap: this fails the evaluation.
+            self.count_proposals(pods.len() - allowed)?;
         }
-        let result = self.with_evictor(|e| e.propose_eviction(pod, &reason))?;
-        Ok(result.map_err(|r| match r {
-            Refusal::NodeLimit => wit::Refusal::NodeLimit,
-            Refusal::NamespaceLimit => wit::Refusal::NamespaceLimit,
-            Refusal::TotalLimit => wit::Refusal::TotalLimit,
-            Refusal::DisruptionBudget(m) => wit::Refusal::DisruptionBudget(m),
-            Refusal::NotEvictable(m) => wit::Refusal::NotEvictable(m),
-            Refusal::UnknownPod => wit::Refusal::UnknownPod,
-        }))
+        Ok(wit::BatchOutcome {
+            admitted: outcome.admitted as u32,
+            refusal: outcome.refusal.map(to_wit_refusal),
+        })
     }
 
     fn node_fit(&mut self, pod: u32, candidates: Vec<u32>) -> wasmtime::Result<Vec<u32>> {
         self.with_evictor(|e| e.node_fit(pod, &candidates))
+    }
+}
+
+fn to_wit_refusal(refusal: Refusal) -> wit::Refusal {
+    match refusal {
+        Refusal::NodeLimit => wit::Refusal::NodeLimit,
+        Refusal::NamespaceLimit => wit::Refusal::NamespaceLimit,
+        Refusal::TotalLimit => wit::Refusal::TotalLimit,
+        Refusal::DisruptionBudget(m) => wit::Refusal::DisruptionBudget(m),
+        Refusal::NotEvictable(m) => wit::Refusal::NotEvictable(m),
+        Refusal::UnknownPod => wit::Refusal::UnknownPod,
     }
 }
 
@@ -253,6 +299,7 @@ fn new_store(engine: &Engine, session: Option<EvalSession>) -> Store<HostState> 
         max_log_bytes: limits.max_log_bytes,
         proposal_calls: 0,
         max_proposals: limits.max_proposals,
+        handed_over: Vec::new(),
         abort: None,
         panic: None,
     };
@@ -356,6 +403,7 @@ pub(super) fn evaluate(
                 logs: Vec::new(),
                 proposal_calls: 0,
                 peak_memory: 0,
+                sections: Vec::new(),
                 state: session.state,
             };
         }
@@ -379,6 +427,7 @@ pub(super) fn evaluate(
         logs: data.logs,
         proposal_calls: data.proposal_calls,
         peak_memory: data.limiter.peak,
+        sections: data.handed_over,
         state: session.state,
     }
 }

@@ -105,7 +105,14 @@ pub(super) fn check_imports_exports(
     Ok(uses_wasi)
 }
 
-/// A guest built against a newer minor than the host serves needs functions the host lacks.
+/// The oldest minor of the current major this host serves. 1.0 guests read snapshot layout 1,
+/// which this host no longer builds (layout 2 split the archive into sections in 1.1); they are
+/// refused at upload rather than failing every run. The project had no release with 1.0.
+const OLDEST_MINOR: u64 = 1;
+
+/// A guest built against a newer minor than the host serves needs functions the host lacks; one
+/// built against a minor older than [`OLDEST_MINOR`] reads a snapshot layout the host no longer
+/// builds.
 fn minor_supported(version: &str) -> bool {
     let parse = |v: &str| -> Option<(u64, u64)> {
         let mut parts = v.split('.');
@@ -114,7 +121,9 @@ fn minor_supported(version: &str) -> bool {
         Some((major, minor))
     };
     match (parse(version), parse(ABI_VERSION)) {
-        (Some((_, guest_minor)), Some((_, host_minor))) => guest_minor <= host_minor,
+        (Some((_, guest_minor)), Some((_, host_minor))) => {
+            (OLDEST_MINOR..=host_minor).contains(&guest_minor)
+        }
         _ => false,
     }
 }
@@ -197,8 +206,14 @@ mod tests {
     }
 
     #[test]
+    fn a_minor_whose_snapshot_layout_is_gone_is_refused() {
+        assert!(!minor_supported("1.0.0"));
+    }
+
+    #[test]
     fn newer_minor_than_the_host_is_refused() {
-        assert!(minor_supported("1.0.0"));
+        assert!(minor_supported(ABI_VERSION));
+        assert!(minor_supported("1.1.0"));
         assert!(!minor_supported("1.99.0"));
         assert!(!minor_supported("garbage"));
     }

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use rebalancer_policy_sdk::model::Section;
 use rebalancer_policy_sdk::{ArgError, ExtensionPoint};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -214,17 +215,27 @@ fn pooling(limits: &SandboxLimits) -> wasmtime::PoolingAllocationConfig {
     pool
 }
 
-/// `cluster.snapshot` as the bindings generate it returns a `Vec<u8>`, which would copy the
-/// ~100 MiB archive of a large cluster on the host for every evaluation before lowering copies it
-/// again into the guest. This definition shadows it and lowers the shared buffer directly: one
-/// copy, straight into the guest's memory.
+/// `cluster.snapshot` and `cluster.snapshot-section` as the bindings generate them return a
+/// `Vec<u8>`, which would copy a section of the archive (the core alone is ~35 MiB for 150k pods)
+/// on the host for every evaluation before lowering copies it again into the guest. These
+/// definitions shadow them and lower the shared buffer directly: one copy, straight into the
+/// guest's memory.
 fn link_shared_snapshot(linker: &mut Linker<host::HostState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let linked = linker.instance(CLUSTER_INTERFACE).and_then(|mut cluster| {
         cluster.func_wrap(
             "snapshot",
             |mut store: wasmtime::StoreContextMut<'_, host::HostState>, (): ()| {
-                Ok((store.data_mut().snapshot_bytes()?,))
+                Ok((store.data_mut().section_bytes(Section::Core)?,))
+            },
+        )?;
+        cluster.func_wrap(
+            "snapshot-section",
+            |mut store: wasmtime::StoreContextMut<'_, host::HostState>, (id,): (u32,)| {
+                let bytes = Section::from_id(id)
+                    .map(|s| store.data_mut().section_bytes(s))
+                    .transpose()?;
+                Ok((bytes,))
             },
         )
     });
@@ -233,7 +244,7 @@ fn link_shared_snapshot(linker: &mut Linker<host::HostState>) -> wasmtime::Resul
 }
 
 /// The WIT interface name of the cluster imports, as a component imports it.
-const CLUSTER_INTERFACE: &str = "rebalancer:policy/cluster@1.0.0";
+const CLUSTER_INTERFACE: &str = "rebalancer:policy/cluster@1.1.0";
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {

@@ -196,6 +196,11 @@ fn uploads_outside_the_abi_are_refused_with_actionable_errors() {
             wat(r#"(component (import "rebalancer:policy/cluster@1.9.0" (instance)))"#),
             "abi_mismatch",
         ),
+        (
+            "abi 1.0 (snapshot layout 1)",
+            wat(r#"(component (import "rebalancer:policy/cluster@1.0.0" (instance)))"#),
+            "abi_mismatch",
+        ),
     ];
     for (what, bytes, code) in cases {
         let error = engine().compile(&bytes).expect_err(what);
@@ -286,6 +291,64 @@ fn a_proposal_flood_hits_the_cap_and_keeps_what_was_admitted() {
     let evaluation = run_behaviour("flood-proposals", None);
     assert_eq!(failure_kind(&evaluation), "proposal-cap");
     assert!(evaluation.proposal_calls > test_limits().max_proposals);
+}
+
+#[test]
+fn a_batched_proposal_flood_hits_the_cap() {
+    let evaluation = run_behaviour("flood-proposal-batches", None);
+    assert_eq!(failure_kind(&evaluation), "proposal-cap");
+    assert!(evaluation.proposal_calls > test_limits().max_proposals);
+    // The pods within the cap were proposed: every pod of the cluster once, the rest refused.
+    assert_eq!(evaluation.state.proposals().len(), 6);
+}
+
+#[test]
+fn batched_proposals_decide_exactly_as_single_ones() {
+    let policy = misbehaving();
+    let snapshot = small_cluster();
+    let limited = |snapshot: &Arc<ClusterSnapshot>| {
+        let mut session = session(snapshot);
+        // All six pods are on node-0: the last two are refused by the node limit.
+        session.state = RunState::new(
+            snapshot.cluster(),
+            Limits {
+                per_node: Some(4),
+                ..Limits::default()
+            },
+        );
+        session
+    };
+    let run = |behaviour: &str| {
+        let evaluation = engine().evaluate(
+            &policy,
+            ExtensionPoint::Deschedule,
+            &json!({"behaviour": behaviour, "count": 6}),
+            limited(&snapshot),
+        );
+        assert_eq!(failure_kind(&evaluation), "ok", "{behaviour}");
+        evaluation
+    };
+    let single = run("propose");
+    let batched = run("propose-batch");
+    let pods = |e: &Evaluation| {
+        (
+            e.state
+                .proposals()
+                .iter()
+                .map(|p| p.pod)
+                .collect::<Vec<_>>(),
+            e.state
+                .refusals()
+                .iter()
+                .map(|r| (r.pod, r.refusal.clone()))
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(pods(&single).0.len(), 4);
+    assert_eq!(pods(&single).1.len(), 2);
+    assert_eq!(pods(&batched), pods(&single));
+    assert_eq!(batched.proposal_calls, single.proposal_calls);
+    assert_eq!(batched.logs, single.logs);
 }
 
 #[test]
