@@ -449,6 +449,30 @@ fn destination_taints() {
 }
 
 #[test]
+fn a_refusal_inside_a_batch_resumes_after_the_refused_pod() {
+    // A node's pods go to the host as one batch, which stops at the first refusal. The refused
+    // pod frees nothing, so the walk resumes after it: the same proposals as one pod at a time.
+    let plain = run::<LowNodeUtilization>(&base(), Balance, CPU_PODS_20_50);
+    plain.assert_ok();
+    assert_eq!(plain.evicted_names(), ["a1", "a2", "a3"]);
+
+    let blocked = TestCluster::new()
+        .nodes([node("n1"), node("n2"), node("n3")])
+        .pod(pod("web", "a1", "n1").label("guarded", "yes"))
+        .pods(fill("n1", "a", 8).into_iter().skip(1))
+        .pods(fill("n3", "c", 4))
+        .pdb(TestPdb::new("web", "guard").match_label("guarded", "yes"));
+    let run = run::<LowNodeUtilization>(&blocked, Balance, CPU_PODS_20_50);
+    run.assert_ok();
+    assert_eq!(run.refused_names(), ["a1"]);
+    assert!(matches!(
+        run.refusals[0].refusal,
+        Refusal::DisruptionBudget(_)
+    ));
+    assert_eq!(run.evicted_names(), ["a2", "a3", "a4"]);
+}
+
+#[test]
 fn refusals() {
     // n1 and n4 both over; the global per-node limit allows one eviction per node.
     let cluster = base()
