@@ -85,10 +85,53 @@ fn install_panic_hook() {
     }));
 }
 
-/// Keep the host's bytes for the rest of the evaluation (the instance is thrown away after it, so
-/// nothing is ever freed), 8-byte aligned as rkyv needs. `list<u8>` arrives through
-/// `cabi_realloc(align = 1)`; the allocator returns 8-aligned blocks in practice, but copy
-/// rather than trust it.
+/// The wasm page size: the unit of `memory.grow`, and the alignment `map-section` asks for.
+const WASM_PAGE: usize = 64 << 10;
+
+/// Section `section` of the snapshot, read in place in this module's memory for the rest of the
+/// evaluation. Fresh pages are grown for it, used by nothing else, and the host places the
+/// section there (`cluster.map-section`: a copy-on-write mapping of the host's archive, not a
+/// copy); a host that cannot write this module's memory hands over a copy instead
+/// (`cluster.snapshot-section`). Nothing is freed: the instance is thrown away after the
+/// evaluation. `None` when the host's layout has no such section.
+fn place_section(section: Section) -> Option<&'static [u8]> {
+    match map_section(section)? {
+        Some(placed) => Some(placed),
+        None => cluster::snapshot_section(section.id()).map(leak_aligned),
+    }
+}
+
+/// `Some(None)` when the host declined to place the section.
+fn map_section(section: Section) -> Option<Option<&'static [u8]>> {
+    let size = cluster::section_size(section.id())? as usize;
+    if size == 0 {
+        return Some(Some(&[]));
+    }
+    let first_page = core::arch::wasm32::memory_grow(0, size.div_ceil(WASM_PAGE));
+    if first_page == usize::MAX {
+        panic!(
+            "out of memory: snapshot section {} ({size} bytes) does not fit under the memory cap",
+            section.name()
+        );
+    }
+    let offset = first_page * WASM_PAGE;
+    let placed = u32::try_from(offset)
+        .map(|at| cluster::map_section(section.id(), at))
+        .unwrap_or(false);
+    if !placed {
+        return Some(None);
+    }
+    // SAFETY: the pages from `offset` were grown just above and nothing else points into them
+    // (the allocator only uses memory it grew itself); the host has filled their first `size`
+    // bytes with the section, which is 64 KiB-aligned as rkyv needs (8).
+    let bytes =
+        unsafe { std::slice::from_raw_parts(std::ptr::with_exposed_provenance(offset), size) };
+    Some(Some(bytes))
+}
+
+/// Keep a copy the host handed over for the rest of the evaluation, 8-byte aligned as rkyv
+/// needs. `list<u8>` arrives through `cabi_realloc(align = 1)`; the allocator returns 8-aligned
+/// blocks in practice, but copy rather than trust it.
 fn leak_aligned(bytes: Vec<u8>) -> &'static [u8] {
     if (bytes.as_ptr() as usize).is_multiple_of(8) {
         return Vec::leak(bytes);
@@ -99,12 +142,12 @@ fn leak_aligned(bytes: Vec<u8>) -> &'static [u8] {
     aligned.as_slice()
 }
 
-/// A column of the snapshot, pulled from the host the first time a policy reads it.
+/// A column of the snapshot, placed the first time a policy reads it.
 fn fetch_section(section: Section) -> &'static [u8] {
     static SECTIONS: [OnceLock<&'static [u8]>; Section::ALL.len()] =
         [const { OnceLock::new() }; Section::ALL.len()];
-    SECTIONS[section.id() as usize].get_or_init(|| match cluster::snapshot_section(section.id()) {
-        Some(bytes) => leak_aligned(bytes),
+    SECTIONS[section.id() as usize].get_or_init(|| match place_section(section) {
+        Some(bytes) => bytes,
         None => panic!(
             "the host has no snapshot section {} (layout {})",
             section.name(),
@@ -162,7 +205,9 @@ pub fn run<P: Policy>(point: ExtensionPoint, args: String) -> Result<(), String>
             crate::model::LAYOUT_VERSION
         ));
     }
-    let core = leak_aligned(cluster::snapshot());
+    let Some(core) = place_section(Section::Core) else {
+        return Err("the host did not place the snapshot's core section".into());
+    };
     if core.len() as u64 != info.byte_len {
         return Err(format!(
             "snapshot is {} bytes, the host announced {}",
@@ -175,7 +220,7 @@ pub fn run<P: Policy>(point: ExtensionPoint, args: String) -> Result<(), String>
     // guest, not the reverse), so the structural validation is skipped. On the reference cluster
     // (150k pods) validating costs more than most policies' whole work.
     // SAFETY: `core` and every section `fetch_section` returns are the host's `model::to_bytes`
-    // sections for this layout version, aligned.
+    // sections for this layout version, 64 KiB-aligned.
     let cluster = unsafe { Cluster::from_sections_unchecked(core, fetch_section) };
     let mut host = WasmHost;
     let mut ctx = crate::policy::Context::new(cluster, &mut host);

@@ -39,7 +39,7 @@ pub use policy::{
 pub use view::{Cluster, NodeRef, PodRef};
 
 /// The ABI version this SDK implements (the WIT package version).
-pub const ABI_VERSION: &str = "1.1.0";
+pub const ABI_VERSION: &str = "1.2.0";
 
 /// The WIT source, for hosts that generate bindings or inspect components.
 pub const WIT: &str = include_str!("../wit/policy.wit");

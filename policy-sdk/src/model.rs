@@ -631,20 +631,39 @@ pub fn to_bytes(snapshot: &Snapshot) -> Result<ArchiveBuffer, rkyv::rancor::Erro
 /// [`to_bytes`] into a buffer the caller sized (its contents are replaced).
 pub fn to_bytes_in(
     snapshot: &Snapshot,
+    buffer: ArchiveBuffer,
+) -> Result<ArchiveBuffer, rkyv::rancor::Error> {
+    to_bytes_aligned(snapshot, buffer, header::ALIGN)
+}
+
+/// Sections of an archive a host maps into guests' linear memory start at multiples of this:
+/// the wasm page size, a multiple of every host page size (see `cluster.map-section`).
+pub const MAP_ALIGN: usize = 64 << 10;
+
+/// [`to_bytes_in`] with every section starting at a multiple of `section_align` (a power of two,
+/// at least [`header::ALIGN`]), and the buffer padded to one, so that each section can be
+/// mapped from a file on its own ([`MAP_ALIGN`]). Readers only rely on [`header::ALIGN`]; the
+/// padding is zeros.
+pub fn to_bytes_aligned(
+    snapshot: &Snapshot,
     mut buffer: ArchiveBuffer,
+    section_align: usize,
 ) -> Result<ArchiveBuffer, rkyv::rancor::Error> {
     use rkyv::api::high::to_bytes_in;
     use rkyv::with::{Map, With};
 
+    assert!(
+        section_align.is_power_of_two() && section_align >= header::ALIGN,
+        "section alignment {section_align} is not a power of two of at least {}",
+        header::ALIGN
+    );
     buffer.clear();
     buffer.resize(header::len(Section::ALL.len()), 0);
     let mut ranges = Vec::with_capacity(Section::ALL.len());
     let pods = &snapshot.pods;
     for section in Section::ALL {
-        while !buffer.len().is_multiple_of(header::ALIGN) {
-            buffer.push(0);
-        }
-        let start = buffer.len();
+        let start = buffer.len().next_multiple_of(section_align);
+        buffer.resize(start, 0);
         buffer = match section {
             Section::Core => to_bytes_in(
                 &CoreSection {
@@ -684,6 +703,8 @@ pub fn to_bytes_in(
         };
         ranges.push(start..buffer.len());
     }
+    let end = buffer.len().next_multiple_of(section_align);
+    buffer.resize(end, 0);
     header::write(&mut buffer, snapshot.layout_version, &ranges);
     return Ok(buffer);
 

@@ -53,6 +53,12 @@ pub enum Behaviour {
     FloodLogs,
     /// `flood-proposals` through `propose-evictions`, 64 pods a batch.
     FloodProposalBatches,
+    /// Has the core section placed in fresh memory (`cluster.map-section`), overwrites every byte
+    /// of it, checks the writes took, then does what `propose` does: the host's archive and later
+    /// evaluations must not see the writes.
+    ScribbleSnapshot,
+    /// Asks `cluster.map-section` for an offset that is not on a wasm page boundary.
+    MapSectionUnaligned,
 }
 
 impl Behaviour {
@@ -69,10 +75,12 @@ impl Behaviour {
             Behaviour::FloodProposals => "flood-proposals",
             Behaviour::FloodLogs => "flood-logs",
             Behaviour::FloodProposalBatches => "flood-proposal-batches",
+            Behaviour::ScribbleSnapshot => "scribble-snapshot",
+            Behaviour::MapSectionUnaligned => "map-section-unaligned",
         }
     }
 
-    const ALL: [Behaviour; 11] = [
+    const ALL: [Behaviour; 13] = [
         Behaviour::None,
         Behaviour::Propose,
         Behaviour::ProposeBatch,
@@ -84,6 +92,8 @@ impl Behaviour {
         Behaviour::FloodProposals,
         Behaviour::FloodLogs,
         Behaviour::FloodProposalBatches,
+        Behaviour::ScribbleSnapshot,
+        Behaviour::MapSectionUnaligned,
     ];
 }
 
@@ -194,6 +204,65 @@ fn misbehave(ctx: &mut Context<'_>, args: &TestMisbehavingArgs) -> Result<(), St
             flood_proposal_batches(ctx, args.count.unwrap_or(DEFAULT_FLOOD_PROPOSALS));
             Ok(())
         }
+        Behaviour::ScribbleSnapshot => {
+            raw::scribble_core()?;
+            propose(ctx, args.count.unwrap_or(1))
+        }
+        Behaviour::MapSectionUnaligned => raw::map_unaligned(),
+    }
+}
+
+/// The behaviours that go around the SDK to the raw `cluster` imports.
+#[cfg(target_arch = "wasm32")]
+mod raw {
+    use rebalancer_policy_sdk::guest::bindings::rebalancer::policy::cluster;
+
+    const PAGE: usize = 64 << 10;
+
+    /// Fresh pages for `len` bytes; their offset.
+    fn grow(len: usize) -> Result<usize, String> {
+        let first = core::arch::wasm32::memory_grow(0, len.div_ceil(PAGE).max(1));
+        if first == usize::MAX {
+            return Err("memory.grow failed".into());
+        }
+        Ok(first * PAGE)
+    }
+
+    pub fn scribble_core() -> Result<(), String> {
+        let len = cluster::section_size(0).ok_or("the host has no core section")? as usize;
+        let at = grow(len)?;
+        if !cluster::map_section(0, at as u32) {
+            return Err("the host did not place the core section".into());
+        }
+        let region: *mut u8 = std::ptr::with_exposed_provenance_mut(at);
+        // SAFETY: `len` bytes from `at` were grown above and only this function points there.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(region, len) };
+        if bytes.iter().all(|&b| b == 0) {
+            return Err("the placed core section is all zeros".into());
+        }
+        bytes.fill(0xA5);
+        if bytes.iter().any(|&b| b != 0xA5) {
+            return Err("writes to the placed section did not take".into());
+        }
+        Ok(())
+    }
+
+    pub fn map_unaligned() -> Result<(), String> {
+        let at = grow(2 * PAGE)?;
+        cluster::map_section(0, (at + 4096) as u32);
+        Err("map-section accepted an unaligned offset".into())
+    }
+}
+
+/// Natively there is no host memory to place sections in.
+#[cfg(not(target_arch = "wasm32"))]
+mod raw {
+    pub fn scribble_core() -> Result<(), String> {
+        Err("scribble-snapshot needs the wasm host".into())
+    }
+
+    pub fn map_unaligned() -> Result<(), String> {
+        Err("map-section-unaligned needs the wasm host".into())
     }
 }
 

@@ -18,6 +18,7 @@
 //! (a pod on a node missing from the snapshot, unknown kinds, duplicates, a PDB without status)
 //! are [`IngestWarning`]s.
 
+pub mod archive;
 mod convert;
 mod jsonpath;
 mod objects;

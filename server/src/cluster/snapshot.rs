@@ -14,6 +14,7 @@ use rebalancer_policy_sdk::model::{self, NONE, Section};
 use rebalancer_policy_sdk::view::Cluster;
 use serde::Deserialize;
 
+use super::archive::SharedArchive;
 use super::convert::{self, Ctx, FieldError};
 use super::objects::{Entry, JsonStore, Kind, ObjectSet, Span, qualified};
 use super::{IngestError, IngestWarning, ObjectKind, WarningCode, jsonpath, sample_list, wire};
@@ -28,10 +29,10 @@ pub struct ClusterSnapshot {
     pub counts: BTreeMap<String, u64>,
     /// What was odd about the objects (parse and build warnings together).
     pub warnings: Vec<IngestWarning>,
-    /// `model::to_bytes` output; private so that [`ClusterSnapshot::cluster`] can trust it.
-    /// The `model::to_bytes` output, 16-byte aligned (an `AlignedVec` owned by the `Bytes`), so
-    /// every evaluation can hand it to a guest without copying it on the host.
-    archive: bytes::Bytes,
+    /// The `model::to_bytes_aligned` output, sections on [`model::MAP_ALIGN`] boundaries, in a
+    /// sealed memory file guests map (or on the heap); private so that
+    /// [`ClusterSnapshot::cluster`] can trust it.
+    archive: Arc<SharedArchive>,
     /// The JSON of every table row: shared with the object set while it is being persisted,
     /// then compressed ([`ClusterSnapshot::compact_json`]).
     json: RowJson,
@@ -46,8 +47,17 @@ impl fmt::Debug for ClusterSnapshot {
             .field("time_ms", &self.time_ms)
             .field("counts", &self.counts)
             .field("warnings", &self.warnings.len())
-            .field("archive_bytes", &self.archive.len())
+            .field("archive_bytes", &self.archive.bytes().len())
             .finish()
+    }
+}
+
+/// Lets a `bytes::Bytes` share the archive (for sections handed over as copies).
+struct ArchiveOwner(Arc<SharedArchive>);
+
+impl AsRef<[u8]> for ArchiveOwner {
+    fn as_ref(&self) -> &[u8] {
+        self.0.bytes()
     }
 }
 
@@ -55,8 +65,8 @@ impl ClusterSnapshot {
     /// Read the archive in place.
     pub fn cluster(&self) -> Cluster<'_> {
         // SAFETY: `archive` is private and written only by `build_snapshot`, from
-        // `model::to_bytes` of a `Snapshot`, and `AlignedVec` keeps it 16-byte aligned.
-        unsafe { Cluster::from_bytes_unchecked(&self.archive) }
+        // `model::to_bytes_aligned` of a `Snapshot`, in an aligned buffer or a page-aligned map.
+        unsafe { Cluster::from_bytes_unchecked(self.archive.bytes()) }
     }
 
     /// The evictor's indexes (pods per node, PDB coverage, …), built once on first use and
@@ -69,6 +79,11 @@ impl ClusterSnapshot {
 
     /// The whole archive: header and every section.
     pub fn archive_bytes(&self) -> &[u8] {
+        self.archive.bytes()
+    }
+
+    /// The archive's storage, for handing sections to guests (mapped where possible).
+    pub fn archive(&self) -> &SharedArchive {
         &self.archive
     }
 
@@ -76,9 +91,8 @@ impl ClusterSnapshot {
     /// `cluster.snapshot` and the others as `cluster.snapshot-section`): a reference-count
     /// increment, no copy.
     pub fn section(&self, section: Section) -> bytes::Bytes {
-        let range = model::header::range(&self.archive, section.id())
-            .expect("build_snapshot writes every section of the layout");
-        self.archive.slice(range)
+        let range = self.archive.range(section);
+        bytes::Bytes::from_owner(ArchiveOwner(self.archive.clone())).slice(range)
     }
 
     /// The full (trimmed) object behind row `index` of the `kind` table, as JSON; `kind` is the
@@ -371,12 +385,13 @@ pub fn build_snapshot(
 
     let snapshot = ctx.builder.finish();
     warnings.extend(missing_node_warnings(&snapshot));
-    // The same bytes as `model::to_bytes`, written into a buffer sized up front (the archive
+    // `model::to_bytes` with every section on a page boundary (so that guests can map it),
+    // written into a buffer sized up front (the archive
     // is about a quarter of the JSON): no growth by copying a 100 MB buffer.
     let json_len: usize = modelled.iter().map(|(e, _)| store.get(e.span).len()).sum();
     let buffer = model::ArchiveBuffer::with_capacity(json_len / 4 + 4096);
-    let archive =
-        model::to_bytes_in(&snapshot, buffer).map_err(|e| IngestError::Archive(e.to_string()))?;
+    let archive = model::to_bytes_aligned(&snapshot, buffer, model::MAP_ALIGN)
+        .map_err(|e| IngestError::Archive(e.to_string()))?;
     // Freeing millions of small allocations takes a few hundred ms on large clusters: do it
     // off the caller's path when there is much to free.
     if snapshot.pods.len() >= FREE_ASIDE_MIN_PODS {
@@ -390,7 +405,7 @@ pub fn build_snapshot(
         time_ms,
         counts: objects.counts(),
         warnings,
-        archive: bytes::Bytes::from_owner(archive),
+        archive: Arc::new(SharedArchive::new(archive)),
         json: RowJson::Shared {
             store: objects.store.clone(),
             spans,
@@ -452,6 +467,18 @@ mod tests {
             let buffer = model::ArchiveBuffer::with_capacity(capacity);
             let got = model::to_bytes_in(&snapshot, buffer).unwrap();
             assert_eq!(got.as_slice(), expected.as_slice());
+        }
+
+        // Page-aligned for mapping: the same sections, each on a boundary, the file padded.
+        let aligned =
+            model::to_bytes_aligned(&snapshot, model::ArchiveBuffer::new(), model::MAP_ALIGN)
+                .unwrap();
+        assert!(aligned.len().is_multiple_of(model::MAP_ALIGN));
+        for section in model::Section::ALL {
+            let a = model::header::range(&aligned, section.id()).unwrap();
+            let e = model::header::range(&expected, section.id()).unwrap();
+            assert!(a.start.is_multiple_of(model::MAP_ALIGN), "{section:?}");
+            assert_eq!(aligned[a], expected[e], "{section:?}");
         }
     }
 }

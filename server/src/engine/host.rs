@@ -96,6 +96,10 @@ pub(super) struct HostState {
     abort: Option<PolicyFailure>,
     /// The message of a guest panic (the SDK's panic hook logs it before the trap).
     panic: Option<String>,
+    /// The instance's linear memory, where `map-section` places sections (`None` when the
+    /// instance has several, or memories are pooled).
+    #[cfg(target_os = "linux")]
+    memory: Option<super::memory::MemoryHandle>,
 }
 
 impl HostState {
@@ -126,6 +130,38 @@ impl HostState {
         let bytes = self.session()?.snapshot.section(section);
         self.handed_over.push((section, bytes.len() as u64));
         Ok(bytes)
+    }
+
+    /// `map-section`: map (or copy) `section` into the guest's memory at `offset`. `false` when
+    /// this instance's memory cannot be written by the host (the guest then asks for a copy).
+    #[cfg(target_os = "linux")]
+    fn place_section(
+        &mut self,
+        snapshot: &ClusterSnapshot,
+        section: Section,
+        offset: u32,
+    ) -> wasmtime::Result<bool> {
+        use super::memory::{Source, place};
+        let Some(memory) = &self.memory else {
+            return Ok(false);
+        };
+        let archive = snapshot.archive();
+        let source = match archive.file_section(section) {
+            Some(file) => Source::File(file),
+            None => Source::Bytes(&archive.bytes()[archive.range(section)]),
+        };
+        match place(memory, offset, source) {
+            Ok(()) => Ok(true),
+            Err(message) => Err(self.fail(
+                "trap",
+                format!("the policy misused cluster.map-section: {message}"),
+            )),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn place_section(&mut self, _: &ClusterSnapshot, _: Section, _: u32) -> wasmtime::Result<bool> {
+        Ok(false)
     }
 
     /// Count `n` proposals (accepted or refused) against the cap; past it, the evaluation ends.
@@ -177,6 +213,24 @@ impl cluster::Host for HostState {
         Section::from_id(id)
             .map(|s| self.section_bytes(s).map(|b| b.to_vec()))
             .transpose()
+    }
+
+    fn section_size(&mut self, id: u32) -> wasmtime::Result<Option<u32>> {
+        let archive = self.session()?.snapshot.archive();
+        Ok(Section::from_id(id).map(|section| archive.range(section).len() as u32))
+    }
+
+    fn map_section(&mut self, id: u32, offset: u32) -> wasmtime::Result<bool> {
+        let Some(section) = Section::from_id(id) else {
+            return Ok(false);
+        };
+        let snapshot = self.session()?.snapshot.clone();
+        if !self.place_section(&snapshot, section, offset)? {
+            return Ok(false);
+        }
+        let len = snapshot.archive().range(section).len();
+        self.handed_over.push((section, len as u64));
+        Ok(true)
     }
 
     fn nodes(&mut self) -> wasmtime::Result<Vec<u32>> {
@@ -302,6 +356,8 @@ fn new_store(engine: &Engine, session: Option<EvalSession>) -> Store<HostState> 
         handed_over: Vec::new(),
         abort: None,
         panic: None,
+        #[cfg(target_os = "linux")]
+        memory: None,
     };
     let mut store = Store::new(&engine.inner.wasmtime, state);
     store.limiter(|s| &mut s.limiter);
@@ -318,7 +374,7 @@ impl Call {
     /// A store for `info` / `validate-args`: no cluster.
     pub(super) fn metadata(engine: &Engine, policy: &CompiledPolicy) -> wasmtime::Result<Call> {
         let mut store = new_store(engine, None);
-        let instance = policy.pre.instantiate(&mut store)?;
+        let instance = instantiate(policy, &mut store)?;
         Ok(Call { store, instance })
     }
 
@@ -346,6 +402,24 @@ impl Call {
             }
         }
     }
+}
+
+/// Instantiate `policy` in `store`, and give the store the handle of the instance's memory.
+fn instantiate(
+    policy: &CompiledPolicy,
+    store: &mut Store<HostState>,
+) -> wasmtime::Result<super::bindings::Policy> {
+    #[cfg(target_os = "linux")]
+    {
+        use super::memory;
+        memory::clear_created();
+        let instance = policy.pre.instantiate(&mut *store);
+        let mut created = memory::take_created();
+        store.data_mut().memory = (created.len() == 1).then(|| created.remove(0));
+        instance
+    }
+    #[cfg(not(target_os = "linux"))]
+    policy.pre.instantiate(store)
 }
 
 /// Map a wasmtime error to the failure kind a person can act on.
@@ -392,7 +466,7 @@ pub(super) fn evaluate(
     started: Instant,
 ) -> Evaluation {
     let mut store = new_store(engine, Some(session));
-    let instance = match policy.pre.instantiate(&mut store) {
+    let instance = match instantiate(policy, &mut store) {
         Ok(instance) => instance,
         Err(e) => {
             let data = store.into_data();

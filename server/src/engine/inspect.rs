@@ -45,13 +45,30 @@ pub(super) fn check_header(wasm: &[u8]) -> Result<(), EngineError> {
     }
 }
 
-/// Check imports and exports; returns whether inert WASI imports must be linked as traps.
+/// Whether `import` (a versioned interface name) is one of the WASI interfaces Rust's std
+/// imports without using them, which are linked as traps.
+pub(super) fn is_inert_wasi(import: &str) -> bool {
+    let interface = import.split_once('@').map_or(import, |(i, _)| i);
+    INERT_WASI.contains(&interface)
+}
+
+/// What a component's imports say about it.
+pub(super) struct Imports {
+    /// Inert WASI imports are present and must be linked as traps.
+    pub uses_wasi: bool,
+    /// The ABI version the component was built against (the newest `rebalancer:policy` version
+    /// among its imports); `None` if it imports none.
+    pub abi_version: Option<String>,
+}
+
+/// Check imports and exports.
 pub(super) fn check_imports_exports(
     engine: &wasmtime::Engine,
     component: &Component,
-) -> Result<bool, EngineError> {
+) -> Result<Imports, EngineError> {
     let ty = component.component_type();
     let mut uses_wasi = false;
+    let mut abi_version: Option<(u64, String)> = None;
     let host_major = ABI_VERSION.split('.').next().unwrap_or("1");
     for (name, _) in ty.imports(engine) {
         let (interface, version) = match name.split_once('@') {
@@ -82,6 +99,14 @@ pub(super) fn check_imports_exports(
                     supported: ABI_VERSION.to_string(),
                 });
             }
+            let minor = version
+                .split('.')
+                .nth(1)
+                .and_then(|m| m.parse().ok())
+                .unwrap_or(0);
+            if abi_version.as_ref().is_none_or(|(seen, _)| minor > *seen) {
+                abi_version = Some((minor, version.to_string()));
+            }
             continue;
         }
         if INERT_WASI.contains(&interface) {
@@ -102,7 +127,10 @@ pub(super) fn check_imports_exports(
             });
         }
     }
-    Ok(uses_wasi)
+    Ok(Imports {
+        uses_wasi,
+        abi_version: abi_version.map(|(_, v)| v),
+    })
 }
 
 /// The oldest minor of the current major this host serves. 1.0 guests read snapshot layout 1,

@@ -11,6 +11,8 @@
 
 mod host;
 mod inspect;
+#[cfg(target_os = "linux")]
+mod memory;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -134,7 +136,8 @@ pub struct PolicyMeta {
     pub name: String,
     pub version: String,
     pub description: String,
-    /// ABI version the host serves the module with.
+    /// ABI version the module was built against (from its imports); the host serves it with
+    /// every later minor of the same major.
     pub abi_version: String,
     /// sha256 of the module bytes, hex.
     pub digest: String,
@@ -190,19 +193,23 @@ impl std::fmt::Debug for Engine {
 
 /// Instances at once in the pool: evaluations are bounded by the server's evaluation semaphore,
 /// but compile-time `info`/`validate-args` calls and tests with many servers add to them.
+#[cfg(not(target_os = "linux"))]
 const POOL_INSTANCES: u32 = 64;
 
 /// Linear memory kept resident in a pool slot between evaluations (zeroed with `memset` instead of
 /// being given back to the kernel). Every evaluation receives the snapshot archive (~100 MiB for
 /// 150k pods) into fresh memory; with the pages kept, that copy no longer page-faults its way
 /// through the slot (abi-experiment.md §4: 102 → 18 ms for a 95 MB archive).
+#[cfg(not(target_os = "linux"))]
 const KEEP_RESIDENT_BYTES: usize = 192 << 20;
 
 /// Warm slots kept (each may hold `KEEP_RESIDENT_BYTES` resident): enough for the policies of a
 /// run to reuse slots, few enough to bound the memory held between runs.
+#[cfg(not(target_os = "linux"))]
 const WARM_SLOTS: u32 = 2;
 
 /// The pooling instance allocator: fresh, clean instances for every evaluation, with slots reused.
+#[cfg(not(target_os = "linux"))]
 fn pooling(limits: &SandboxLimits) -> wasmtime::PoolingAllocationConfig {
     let mut pool = wasmtime::PoolingAllocationConfig::default();
     pool.total_component_instances(POOL_INSTANCES)
@@ -213,6 +220,36 @@ fn pooling(limits: &SandboxLimits) -> wasmtime::PoolingAllocationConfig {
         .linear_memory_keep_resident(KEEP_RESIDENT_BYTES.min(limits.memory_bytes))
         .max_unused_warm_slots(WARM_SLOTS);
     pool
+}
+
+/// `REBALANCER_WASM_PERFMAP=1` writes `/tmp/perf-<pid>.map`, so that `perf` names the compiled
+/// guest functions (`wasm[0]::function[72]`; unstripped modules give their own names).
+fn profiling_strategy() -> wasmtime::ProfilingStrategy {
+    match std::env::var("REBALANCER_WASM_PERFMAP").as_deref() {
+        Ok("1" | "true") => wasmtime::ProfilingStrategy::PerfMap,
+        _ => wasmtime::ProfilingStrategy::None,
+    }
+}
+
+/// Where guests' linear memories come from. On Linux every memory is a reservation of its own
+/// ([`memory::GuestMemoryCreator`]) so that `cluster.map-section` can map snapshot sections into
+/// it: handing a policy 35–70 MiB of snapshot then costs page-table entries, not a copy into
+/// fresh pages plus zeroing them again afterwards, which pooled slots (reused, zeroed with
+/// `memset`) would need. Custom memories require on-demand allocation and rule out wasmtime's
+/// copy-on-write module images (the modules' data segments are a few KiB; they are copied).
+/// Elsewhere: the pooling allocator, and sections are copied.
+fn configure_memories(wt: &mut wasmtime::Config, limits: &SandboxLimits) {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = limits;
+        wt.with_host_memory(Arc::new(memory::GuestMemoryCreator))
+            .memory_init_cow(false)
+            .allocation_strategy(wasmtime::InstanceAllocationStrategy::OnDemand);
+    }
+    #[cfg(not(target_os = "linux"))]
+    wt.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pooling(
+        limits,
+    )));
 }
 
 /// `cluster.snapshot` and `cluster.snapshot-section` as the bindings generate them return a
@@ -243,8 +280,46 @@ fn link_shared_snapshot(linker: &mut Linker<host::HostState>) -> wasmtime::Resul
     linked
 }
 
+/// Define the component's inert WASI imports — those alone — as traps.
+/// (`Linker::define_unknown_imports_as_traps` would also define the ABI interfaces of a guest
+/// built against an older minor under their exact names, as traps, hiding the semver-compatible
+/// definitions the linker would otherwise resolve them to.)
+fn link_inert_wasi_as_traps(
+    linker: &mut Linker<host::HostState>,
+    engine: &wasmtime::Engine,
+    component: &Component,
+) -> wasmtime::Result<()> {
+    use wasmtime::component::ResourceType;
+    use wasmtime::component::types::ComponentItem;
+
+    for (name, item) in component.component_type().imports(engine) {
+        if !inspect::is_inert_wasi(name) {
+            continue;
+        }
+        let ComponentItem::ComponentInstance(instance) = item.ty else {
+            continue;
+        };
+        let mut linked = linker.instance(name)?;
+        for (export, item) in instance.exports(engine) {
+            match item.ty {
+                ComponentItem::ComponentFunc(_) => {
+                    let what = format!("{name}#{export}");
+                    linked.func_new(export, move |_, _, _, _| {
+                        Err(wasmtime::format_err!("{what} is not available to policies"))
+                    })?;
+                }
+                ComponentItem::Resource(_) => {
+                    linked.resource(export, ResourceType::host::<()>(), |_, _| Ok(()))?;
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The WIT interface name of the cluster imports, as a component imports it.
-const CLUSTER_INTERFACE: &str = "rebalancer:policy/cluster@1.1.0";
+const CLUSTER_INTERFACE: &str = "rebalancer:policy/cluster@1.2.0";
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
@@ -253,9 +328,8 @@ impl Engine {
             .epoch_interruption(true)
             .max_wasm_stack(config.limits.stack_bytes)
             .cranelift_opt_level(wasmtime::OptLevel::Speed)
-            .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pooling(
-                &config.limits,
-            )));
+            .profiler(profiling_strategy());
+        configure_memories(&mut wt, &config.limits);
         let wasmtime = wasmtime::Engine::new(&wt)
             .map_err(|e| EngineError::Internal(format!("wasmtime configuration: {e}")))?;
         spawn_epoch_ticker(&wasmtime);
@@ -289,17 +363,16 @@ impl Engine {
 
         let component = Component::new(&self.inner.wasmtime, wasm)
             .map_err(|e| EngineError::Compile(format!("{e:#}")))?;
-        let allowed_wasi = inspect::check_imports_exports(&self.inner.wasmtime, &component)?;
+        let imports = inspect::check_imports_exports(&self.inner.wasmtime, &component)?;
         let mut linker: Linker<host::HostState> = Linker::new(&self.inner.wasmtime);
         bindings::Policy::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| EngineError::Internal(format!("linking the ABI: {e:#}")))?;
         link_shared_snapshot(&mut linker)
             .map_err(|e| EngineError::Internal(format!("linking cluster.snapshot: {e:#}")))?;
-        if allowed_wasi {
+        if imports.uses_wasi {
             // wasm32-wasip2's std imports wasi:cli/wasi:io even when unused: satisfy them with
             // traps so a policy gets no capability at all.
-            linker
-                .define_unknown_imports_as_traps(&component)
+            link_inert_wasi_as_traps(&mut linker, &self.inner.wasmtime, &component)
                 .map_err(|e| EngineError::Internal(format!("linking WASI traps: {e:#}")))?;
         }
         let instance_pre = linker
@@ -315,7 +388,9 @@ impl Engine {
                 name: String::new(),
                 version: String::new(),
                 description: String::new(),
-                abi_version: ABI_VERSION.to_string(),
+                abi_version: imports
+                    .abi_version
+                    .unwrap_or_else(|| ABI_VERSION.to_string()),
                 digest: digest.clone(),
                 size_bytes: wasm.len() as u64,
                 extension_points: Vec::new(),

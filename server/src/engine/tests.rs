@@ -363,3 +363,130 @@ fn the_engine_keeps_working_after_failures() {
         assert_eq!(failure_kind(&run_behaviour("propose", Some(1))), "ok");
     }
 }
+
+#[test]
+fn sections_are_mapped_into_the_guest_and_its_writes_stay_in_its_sandbox() {
+    let snapshot = small_cluster();
+    #[cfg(target_os = "linux")]
+    assert!(
+        snapshot.archive().is_mappable(),
+        "the archive lives in a sealed file"
+    );
+    let before = snapshot.archive_bytes().to_vec();
+
+    // The guest overwrites its placed copy of the core, checks that the writes took, and then
+    // proposes: it still reads the real snapshot through the SDK's own placement.
+    let evaluation = engine().evaluate(
+        &misbehaving(),
+        ExtensionPoint::Deschedule,
+        &json!({"behaviour": "scribble-snapshot", "count": 2}),
+        session(&snapshot),
+    );
+    assert_eq!(failure_kind(&evaluation), "ok", "{:?}", evaluation.outcome);
+    assert_eq!(evaluation.state.proposals().len(), 2);
+    assert!(
+        evaluation
+            .sections
+            .iter()
+            .filter(|(s, _)| *s == Section::Core)
+            .count()
+            >= 2,
+        "{:?}",
+        evaluation.sections
+    );
+    assert_eq!(
+        snapshot.archive_bytes(),
+        &before[..],
+        "the archive is untouched"
+    );
+
+    // A later evaluation on the same snapshot sees the original bytes.
+    let again = engine().evaluate(
+        &misbehaving(),
+        ExtensionPoint::Deschedule,
+        &json!({"behaviour": "propose", "count": 2}),
+        session(&snapshot),
+    );
+    assert_eq!(failure_kind(&again), "ok");
+    assert_eq!(again.state.proposals(), evaluation.state.proposals());
+}
+
+#[test]
+fn map_section_at_an_unaligned_offset_ends_the_evaluation_with_the_rule_it_broke() {
+    let evaluation = run_behaviour("map-section-unaligned", None);
+    let failure = evaluation.outcome.as_ref().unwrap_err();
+    assert_eq!(failure.kind, "trap", "{failure:?}");
+    assert!(
+        failure.message.contains("map-section") && failure.message.contains("65536"),
+        "{failure:?}"
+    );
+}
+
+/// `remove_failed_pods.wasm` as built against ABI 1.1 (commit 4048ca9, `policy` profile): it
+/// pulls sections with `cluster.snapshot-section` copies, not `map-section`.
+const ABI_1_1_REMOVE_FAILED_PODS: &[u8] =
+    include_bytes!("../../tests/fixtures/abi-1.1/remove_failed_pods.wasm");
+
+#[test]
+fn a_guest_built_against_abi_1_1_still_runs_and_decides_as_the_current_built_in() {
+    let mut items = vec![json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "node-0", "uid": "uid-node-0"},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    })];
+    for (p, phase) in ["Failed", "Running", "Failed"].iter().enumerate() {
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": format!("job-{p}"), "namespace": "batch", "uid": format!("uid-job-{p}"),
+                "creationTimestamp": "2020-01-01T00:00:00Z",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "job",
+                                     "uid": "rs-job", "controller": true}]
+            },
+            "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": phase, "startTime": "2020-01-01T00:00:00Z",
+                       "containerStatuses": [{"name": "c", "restartCount": 0,
+                           "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}
+        }));
+    }
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let objects = cluster::parse_list(list.to_string().as_bytes(), cluster::Format::Json).unwrap();
+    let snapshot = Arc::new(cluster::build_snapshot(&objects, 1, 1_700_000_000_000).unwrap());
+
+    let old = engine()
+        .compile(ABI_1_1_REMOVE_FAILED_PODS)
+        .expect("a 1.1 guest is accepted");
+    assert_eq!(old.meta.abi_version, "1.1.0");
+    let (_, current) = builtin_modules()
+        .iter()
+        .find(|(name, _)| name.replace('_', "-") == "remove-failed-pods")
+        .expect("RemoveFailedPods is a built-in");
+    let current = engine().compile(current).unwrap();
+    assert_eq!(current.meta.abi_version, ABI_VERSION);
+
+    let run = |policy: &CompiledPolicy| {
+        let evaluation = engine().evaluate(
+            policy,
+            ExtensionPoint::Deschedule,
+            &json!({}),
+            session(&snapshot),
+        );
+        assert_eq!(failure_kind(&evaluation), "ok", "{:?}", evaluation.outcome);
+        evaluation
+    };
+    let (old, current) = (run(&old), run(&current));
+    let proposed = |e: &Evaluation| {
+        let cluster = snapshot.cluster();
+        let mut names: Vec<String> = e
+            .state
+            .proposals()
+            .iter()
+            .map(|p| cluster.pod(p.pod).name().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(proposed(&current), ["job-0", "job-2"]);
+    assert_eq!(proposed(&old), proposed(&current));
+}
