@@ -162,6 +162,7 @@ impl<'a> Cluster<'a> {
     }
 
     /// The bytes of a section.
+    #[inline]
     fn section(&self, section: Section) -> &'a [u8] {
         match self.columns {
             Columns::Resident(bytes) => {
@@ -174,6 +175,7 @@ impl<'a> Cluster<'a> {
     }
 
     /// A pod column.
+    #[inline]
     fn column<T: rkyv::Portable>(&self, section: Section) -> &'a ArchivedVec<T> {
         // SAFETY: the constructors establish that every section is the archive of its layout
         // type (validated by `from_bytes`, guaranteed by the callers of the unchecked ones), and
@@ -181,28 +183,34 @@ impl<'a> Cluster<'a> {
         unsafe { rkyv::access_unchecked::<ArchivedVec<T>>(self.section(section)) }
     }
 
+    #[inline]
     fn names(&self, pod: u32) -> &'a ArchivedPodNames {
         &self.column::<ArchivedPodNames>(Section::PodNames)[pod as usize]
     }
 
+    #[inline]
     fn rows<T: rkyv::Portable>(&self, section: Section, pod: u32) -> &'a [T] {
         self.column::<ArchivedVec<T>>(section)[pod as usize].as_slice()
     }
 
+    #[inline]
     pub fn archive(&self) -> &'a ArchivedSnapshot {
         self.archive
     }
 
+    #[inline]
     pub fn revision(&self) -> u64 {
         self.archive.revision.to_native()
     }
 
     /// The snapshot time (ms since the Unix epoch): "now" for every age computation.
+    #[inline]
     pub fn time_ms(&self) -> i64 {
         self.archive.time_ms.to_native()
     }
 
     /// The interned string `id`.
+    #[inline]
     pub fn str(&self, id: StrId) -> &'a str {
         self.archive.strings[id as usize].as_str()
     }
@@ -217,14 +225,17 @@ impl<'a> Cluster<'a> {
             .map(|i| sorted[i].to_native())
     }
 
+    #[inline]
     pub fn node_count(&self) -> usize {
         self.archive.nodes.len()
     }
 
+    #[inline]
     pub fn pod_count(&self) -> usize {
         self.archive.pods.len()
     }
 
+    #[inline]
     pub fn node(&self, id: u32) -> NodeRef<'a> {
         NodeRef {
             id,
@@ -233,6 +244,7 @@ impl<'a> Cluster<'a> {
         }
     }
 
+    #[inline]
     pub fn pod(&self, id: u32) -> PodRef<'a> {
         PodRef {
             id,
@@ -241,25 +253,30 @@ impl<'a> Cluster<'a> {
         }
     }
 
+    #[inline]
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = NodeRef<'a>> + 'a {
         let cluster = *self;
         (0..self.archive.nodes.len() as u32).map(move |id| cluster.node(id))
     }
 
+    #[inline]
     pub fn pods(&self) -> impl ExactSizeIterator<Item = PodRef<'a>> + 'a {
         let cluster = *self;
         (0..self.archive.pods.len() as u32).map(move |id| cluster.pod(id))
     }
 
+    #[inline]
     pub fn owner(&self, id: u32) -> &'a ArchivedOwner {
         &self.archive.owners[id as usize]
     }
 
+    #[inline]
     pub fn owner_count(&self) -> usize {
         self.archive.owners.len()
     }
 
     /// The Namespace object named by `name` (id), if the snapshot has it.
+    #[inline]
     pub fn namespace(&self, name: StrId) -> Option<&'a ArchivedNamespace> {
         self.archive
             .namespaces
@@ -313,27 +330,34 @@ impl std::fmt::Debug for NodeRef<'_> {
 }
 
 impl<'a> NodeRef<'a> {
+    #[inline]
     pub fn name(&self) -> &'a str {
         self.cluster.str(self.raw.name.to_native())
     }
+    #[inline]
     pub fn name_id(&self) -> StrId {
         self.raw.name.to_native()
     }
+    #[inline]
     pub fn is_ready(&self) -> bool {
         self.raw.ready
     }
+    #[inline]
     pub fn is_unschedulable(&self) -> bool {
         self.raw.unschedulable
     }
     /// Label value by key id.
+    #[inline]
     pub fn label_id(&self, key: StrId) -> Option<StrId> {
         kv_get(&self.raw.labels, key)
     }
     /// Label value by key text.
+    #[inline]
     pub fn label(&self, key: &str) -> Option<&'a str> {
         let key = self.cluster.lookup(key)?;
         self.label_id(key).map(|v| self.cluster.str(v))
     }
+    #[inline]
     pub fn labels(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         let c = self.cluster;
         self.raw
@@ -342,6 +366,7 @@ impl<'a> NodeRef<'a> {
             .map(move |kv| (c.str(kv.key.to_native()), c.str(kv.value.to_native())))
     }
     /// Allocatable amount (milli-units) of a resource id; 0 when absent.
+    #[inline]
     pub fn allocatable(&self, resource: StrId) -> i64 {
         self.raw
             .allocatable
@@ -349,6 +374,7 @@ impl<'a> NodeRef<'a> {
             .find(|q| q.resource.to_native() == resource)
             .map_or(0, |q| q.milli.to_native())
     }
+    #[inline]
     pub fn taints(&self) -> impl Iterator<Item = (StrId, StrId, TaintEffect)> + 'a {
         self.raw.taints.iter().map(|t| {
             (
@@ -375,76 +401,94 @@ impl std::fmt::Debug for PodRef<'_> {
 }
 
 impl<'a> PodRef<'a> {
+    #[inline]
     pub fn cluster(&self) -> Cluster<'a> {
         self.cluster
     }
+    #[inline]
     pub fn name(&self) -> &'a str {
         self.cluster.names(self.id).name.as_str()
     }
+    #[inline]
     pub fn uid(&self) -> &'a str {
         self.cluster.names(self.id).uid.as_str()
     }
+    #[inline]
     pub fn namespace(&self) -> &'a str {
         self.cluster.str(self.raw.namespace.to_native())
     }
     /// Annotations (interned), without `kubectl.kubernetes.io/last-applied-configuration`.
+    #[inline]
     pub fn annotations(&self) -> &'a [ArchivedKeyValue] {
         self.cluster.rows(Section::PodAnnotations, self.id)
     }
     /// `spec.nodeSelector` (interned).
+    #[inline]
     pub fn node_selector(&self) -> &'a [ArchivedKeyValue] {
         self.cluster.rows(Section::PodNodeSelector, self.id)
     }
     /// `spec.affinity`.
+    #[inline]
     pub fn affinity(&self) -> &'a ArchivedAffinity {
         &self
             .cluster
             .column::<ArchivedAffinity>(Section::PodAffinity)[self.id as usize]
     }
     /// `spec.tolerations`.
+    #[inline]
     pub fn tolerations(&self) -> &'a [ArchivedToleration] {
         self.cluster.rows(Section::PodTolerations, self.id)
     }
     /// `spec.topologySpreadConstraints`.
+    #[inline]
     pub fn topology_spread(&self) -> &'a [ArchivedTopologySpreadConstraint] {
         self.cluster.rows(Section::PodTopologySpread, self.id)
     }
     /// Every container (app, init and ephemeral) with its status.
+    #[inline]
     pub fn all_containers(&self) -> &'a [ArchivedContainer] {
         self.cluster.rows(Section::PodContainers, self.id)
     }
     /// `status.conditions`.
+    #[inline]
     pub fn conditions(&self) -> &'a [ArchivedPodCondition] {
         self.cluster.rows(Section::PodConditions, self.id)
     }
     /// `spec.volumes`.
+    #[inline]
     pub fn volumes(&self) -> &'a [ArchivedVolume] {
         self.cluster.rows(Section::PodVolumes, self.id)
     }
+    #[inline]
     pub fn namespace_id(&self) -> StrId {
         self.raw.namespace.to_native()
     }
     /// Node index, when bound to a node in the snapshot.
+    #[inline]
     pub fn node(&self) -> Option<u32> {
         let n = self.raw.node.to_native();
         (n != NONE).then_some(n)
     }
     /// `spec.nodeName` as written ("" when unbound).
+    #[inline]
     pub fn node_name(&self) -> &'a str {
         self.cluster.str(self.raw.node_name.to_native())
     }
     /// Owner index (first ownerRef), `None` for bare pods.
+    #[inline]
     pub fn owner(&self) -> Option<u32> {
         let o = self.raw.owner.to_native();
         (o != NONE).then_some(o)
     }
     /// Kind of the first ownerRef ("" for bare pods).
+    #[inline]
     pub fn owner_kind(&self) -> &'a str {
         self.raw
             .owner_refs
             .first()
             .map_or("", |r| self.cluster.str(r.kind.to_native()))
     }
+    #[inline]
     pub fn phase(&self) -> PodPhase {
         match self.raw.phase {
             ArchivedPodPhase::Pending => PodPhase::Pending,
@@ -454,6 +498,7 @@ impl<'a> PodRef<'a> {
             ArchivedPodPhase::Unknown => PodPhase::Unknown,
         }
     }
+    #[inline]
     pub fn qos(&self) -> QosClass {
         match self.raw.qos {
             ArchivedQosClass::BestEffort => QosClass::BestEffort,
@@ -461,24 +506,30 @@ impl<'a> PodRef<'a> {
             ArchivedQosClass::Guaranteed => QosClass::Guaranteed,
         }
     }
+    #[inline]
     pub fn priority(&self) -> Option<i32> {
         self.raw.priority.as_ref().map(|p| p.to_native())
     }
     /// `metadata.deletionTimestamp` is set in the snapshot.
+    #[inline]
     pub fn has_deletion_timestamp(&self) -> bool {
         self.raw.deletion_ms.is_some()
     }
     /// Succeeded or Failed.
+    #[inline]
     pub fn is_terminal(&self) -> bool {
         matches!(self.phase(), PodPhase::Succeeded | PodPhase::Failed)
     }
+    #[inline]
     pub fn creation_ms(&self) -> i64 {
         self.raw.creation_ms.to_native()
     }
+    #[inline]
     pub fn start_ms(&self) -> Option<i64> {
         self.raw.start_ms.as_ref().map(|t| t.to_native())
     }
     /// Requested amount (milli-units) of a resource id; 0 when not requested.
+    #[inline]
     pub fn request(&self, resource: StrId) -> i64 {
         self.raw
             .requests
@@ -486,13 +537,16 @@ impl<'a> PodRef<'a> {
             .find(|q| q.resource.to_native() == resource)
             .map_or(0, |q| q.milli.to_native())
     }
+    #[inline]
     pub fn label_id(&self, key: StrId) -> Option<StrId> {
         kv_get(&self.raw.labels, key)
     }
+    #[inline]
     pub fn label(&self, key: &str) -> Option<&'a str> {
         let key = self.cluster.lookup(key)?;
         self.label_id(key).map(|v| self.cluster.str(v))
     }
+    #[inline]
     pub fn labels(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         let c = self.cluster;
         self.raw
@@ -500,14 +554,17 @@ impl<'a> PodRef<'a> {
             .iter()
             .map(move |kv| (c.str(kv.key.to_native()), c.str(kv.value.to_native())))
     }
+    #[inline]
     pub fn annotation(&self, key: &str) -> Option<&'a str> {
         let key = self.cluster.lookup(key)?;
         kv_get(self.annotations(), key).map(|v| self.cluster.str(v))
     }
+    #[inline]
     pub fn has_annotation(&self, key: &str) -> bool {
         self.annotation(key).is_some()
     }
     /// Containers of the given kind.
+    #[inline]
     pub fn containers(&self, kind: ContainerKind) -> impl Iterator<Item = &'a ArchivedContainer> {
         self.all_containers().iter().filter(move |c| {
             matches!(
@@ -525,6 +582,7 @@ impl<'a> PodRef<'a> {
         })
     }
     /// Owner record of the first ownerRef.
+    #[inline]
     pub fn owner_record(&self) -> Option<&'a ArchivedOwner> {
         self.owner().map(|o| self.cluster.owner(o))
     }

@@ -303,6 +303,11 @@ pub struct PolicyReport {
     pub ratio: Option<f64>,
     /// wasm time over native time of each round (the two run back to back).
     pub paired_ratio: Option<Stats>,
+    /// The evaluating thread's CPU time, wasm and native, and their ratio per round: the same
+    /// comparison without the time a busy or shared machine makes a thread wait.
+    pub wasm_cpu: Option<Stats>,
+    pub native_cpu: Option<Stats>,
+    pub paired_cpu_ratio: Option<Stats>,
     pub proposals: u32,
     pub refusals: u32,
     pub peak_memory_bytes: u64,
@@ -463,8 +468,9 @@ fn measure(
     let run_body = serde_json::to_vec(&json!({"cluster": BENCH_NAME, "profile": BENCH_NAME}))?;
     let mut runs = Vec::new();
     // Outcomes per (plugin set, plugin, extension point), in the order the run evaluated them.
-    let mut wasm: Vec<((String, String, String), Vec<Value>)> = Vec::new();
-    let mut native: HashMap<(String, String, String), Vec<f64>> = HashMap::new();
+    let mut wasm: Vec<(PolicyKey, Vec<Value>)> = Vec::new();
+    // Wall and CPU milliseconds of each native evaluation.
+    let mut native: HashMap<PolicyKey, Vec<(f64, Option<f64>)>> = HashMap::new();
     let mut native_totals = Vec::new();
     let mut proposals = 0;
     for round in 0..args.warmup + args.runs {
@@ -534,7 +540,10 @@ fn measure(
                     outcome.plugin.clone(),
                     outcome.extension_point.clone(),
                 );
-                native.entry(key).or_default().push(outcome.duration_ms);
+                native
+                    .entry(key)
+                    .or_default()
+                    .push((outcome.duration_ms, outcome.cpu_ms));
             }
         }
     }
@@ -547,18 +556,29 @@ fn measure(
                 .filter_map(|o| o["durationMs"].as_f64())
                 .collect();
             let wasm = Stats::of(&times);
-            let native_times = native.get(&key);
-            let native = native_times.map(|t| Stats::of(t));
+            let native_rounds = native.get(&key);
+            let native_times: Option<Vec<f64>> =
+                native_rounds.map(|t| t.iter().map(|(wall, _)| *wall).collect());
+            let native = native_times.as_deref().map(Stats::of);
             // Round by round: both sides ran back to back on the same machine state.
-            let paired_ratio = native_times
-                .filter(|t| t.len() == times.len() && t.iter().all(|&n| n > 0.0))
-                .map(|t| Stats::of(&times.iter().zip(t).map(|(w, n)| w / n).collect::<Vec<_>>()));
+            let paired_ratio = native_times.as_deref().and_then(|t| paired(&times, t));
+            let wasm_cpu_times: Option<Vec<f64>> =
+                outcomes.iter().map(|o| o["cpuMs"].as_f64()).collect();
+            let native_cpu_times: Option<Vec<f64>> =
+                native_rounds.and_then(|t| t.iter().map(|(_, cpu)| *cpu).collect());
+            let paired_cpu_ratio = wasm_cpu_times
+                .as_deref()
+                .zip(native_cpu_times.as_deref())
+                .and_then(|(w, n)| paired(w, n));
             let last = outcomes.last().cloned().unwrap_or(Value::Null);
             PolicyReport {
                 ratio: native
                     .filter(|n| n.median > 0.0)
                     .map(|n| wasm.median / n.median),
                 paired_ratio,
+                wasm_cpu: wasm_cpu_times.as_deref().map(Stats::of),
+                native_cpu: native_cpu_times.as_deref().map(Stats::of),
+                paired_cpu_ratio,
                 plugin_set: key.0,
                 plugin: key.1,
                 extension_point: key.2,
@@ -663,6 +683,22 @@ fn restrict_to(document: &Value, registered: &[String]) -> (Value, Vec<String>) 
         }
     }
     (doc, skipped)
+}
+
+/// (plugin set, plugin, extension point).
+type PolicyKey = (String, String, String);
+
+/// The ratio of each round's `wasm` time to its `native` time, when every round has both.
+fn paired(wasm: &[f64], native: &[f64]) -> Option<Stats> {
+    (wasm.len() == native.len() && !wasm.is_empty() && native.iter().all(|&n| n > 0.0)).then(|| {
+        Stats::of(
+            &wasm
+                .iter()
+                .zip(native)
+                .map(|(w, n)| w / n)
+                .collect::<Vec<_>>(),
+        )
+    })
 }
 
 /// Peak resident set size of this process (`VmHWM`), Linux only.
@@ -795,6 +831,17 @@ fn print_report(out: &mut impl Write, r: &BenchReport) -> io::Result<()> {
             p.proposals,
             p.refusals
         )?;
+        if let (Some(w), Some(n), Some(ratio)) = (p.wasm_cpu, p.native_cpu, p.paired_cpu_ratio) {
+            writeln!(
+                out,
+                "    thread CPU time: wasm p50 {}, native p50 {}, wasm/native {:.2}× (paired range {:.2}–{:.2}×)",
+                fmt_ms(w.median),
+                fmt_ms(n.median),
+                ratio.median,
+                ratio.min,
+                ratio.max
+            )?;
+        }
         if p.peak_memory_bytes > 0 {
             writeln!(
                 out,
@@ -1323,6 +1370,9 @@ mod tests {
                 native: Some(stats),
                 ratio: Some(1.0),
                 paired_ratio: Some(Stats::of(&[0.9, 1.0, 1.2])),
+                wasm_cpu: Some(Stats::of(&[9.0])),
+                native_cpu: Some(Stats::of(&[6.0])),
+                paired_cpu_ratio: Some(Stats::of(&[1.4, 1.5, 1.7])),
                 proposals: 3,
                 refusals: 1,
                 peak_memory_bytes: 0,
@@ -1346,6 +1396,10 @@ mod tests {
         );
         assert!(text.contains(" 1.00× "), "{text}");
         assert!(text.contains("0.90–1.20×"), "{text}");
+        assert!(
+            text.contains("wasm/native 1.50× (paired range 1.40–1.70×)"),
+            "{text}"
+        );
         assert!(
             text.contains("1 warm-up; wasm and native interleaved"),
             "{text}"

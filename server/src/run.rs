@@ -62,6 +62,10 @@ pub struct PolicyOutcome {
     pub plugin_set: String,
     pub extension_point: String,
     pub duration_ms: f64,
+    /// CPU time of the thread that evaluated the policy, in milliseconds: `durationMs` without
+    /// time spent waiting for a core (absent where the platform has no thread clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<f64>,
     /// Proposals accepted.
     pub proposals: u32,
     /// Proposals refused (limits, PDBs, not evictable).
@@ -191,7 +195,7 @@ pub fn execute_native(
                 ),
             );
         };
-        let started = Instant::now();
+        let started = crate::telemetry::Stopwatch::start();
         let args = plugin.args.to_string();
         let cluster = session.snapshot.cluster();
         let mut evictor = Evictor::new(
@@ -217,7 +221,8 @@ pub fn execute_native(
         drop(evictor);
         Evaluation {
             outcome: outcome.map_err(|m| PolicyFailure::new("policy-error", m)),
-            duration: started.elapsed(),
+            duration: started.wall(),
+            cpu: started.cpu(),
             logs,
             proposal_calls: 0,
             peak_memory: 0,
@@ -236,6 +241,7 @@ fn failed(session: EvalSession, failure: PolicyFailure) -> Evaluation {
         peak_memory: 0,
         sections: Vec::new(),
         state: session.state,
+        cpu: None,
     }
 }
 
@@ -355,6 +361,7 @@ fn cycle(
                     plugin_set: set.name.clone(),
                     extension_point: point.as_str().to_string(),
                     duration_ms: ms(evaluation.duration),
+                    cpu_ms: evaluation.cpu.map(ms),
                     proposals: (state.proposals().len() - accepted_before) as u32,
                     refusals: (state.refusal_counts().total() as usize - refused_before) as u32,
                     error: evaluation.outcome.err(),

@@ -190,7 +190,7 @@ fn propose(
     }
 
     // Underutilized nodes by ascending raw usage (cpu milli-units + whole units of the rest).
-    under.sort_by_key(|&i| {
+    under.sort_by_cached_key(|&i| {
         resources
             .iter()
             .enumerate()
@@ -236,7 +236,7 @@ fn propose(
         if only_thresholding {
             removable.retain(|&p| requests_any(cluster.pod(p), &listed_ids));
         }
-        removable.sort_by_key(|&p| eviction_order(cluster.pod(p), prefer_no_eviction));
+        removable.sort_by_cached_key(|&p| eviction_order(cluster.pod(p), prefer_no_eviction));
         for pod_id in removable {
             let pod = cluster.pod(pod_id);
             if !destination_taints.tolerated_by(pod) {

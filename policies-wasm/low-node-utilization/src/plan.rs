@@ -219,7 +219,8 @@ fn propose(
     }
 
     // Overutilized nodes by descending raw usage (cpu milli-units + whole units of the rest).
-    over.sort_by_key(|&i| {
+    // Keys computed once per node, not per comparison (stable, like `sort_by_key`).
+    over.sort_by_cached_key(|&i| {
         std::cmp::Reverse(
             resources
                 .iter()
@@ -265,7 +266,7 @@ fn propose(
             continue;
         }
         let mut removable = ctx.filter(&source.pods);
-        removable.sort_by_key(|&p| eviction_order(cluster.pod(p), prefer_no_eviction));
+        removable.sort_by_cached_key(|&p| eviction_order(cluster.pod(p), prefer_no_eviction));
         // Why this node was picked, with its usage when it was: one text for all its pods.
         let node_reason = describe.reason(cluster.node(source.node), source);
         let mut pre_eviction = PreEvictionBatches::new(&removable);

@@ -59,7 +59,7 @@ fn run(
     } else {
         ctx.pre_eviction_filter(&pods)
     };
-    pods.sort_by_key(|&p| cluster.pod(p).creation_ms());
+    pods.sort_by_cached_key(|&p| cluster.pod(p).creation_ms());
 
     let mut tally = Tally {
         candidates: pods.len(),

@@ -67,7 +67,7 @@ fn run(
             ctx.pre_eviction_filter(&pods)
         };
         tally.candidates += pods.len();
-        pods.sort_by_key(|&p| std::cmp::Reverse(criteria.restarts(cluster.pod(p))));
+        pods.sort_by_cached_key(|&p| std::cmp::Reverse(criteria.restarts(cluster.pod(p))));
         for pod in pods {
             let reason = criteria.describe(cluster.pod(pod));
             match propose(ctx, pod, &reason, &mut tally, details) {

@@ -393,7 +393,7 @@ fn propose(
         let node = cluster.node(node_id);
         let mut pods = by_node.remove(&node_id).unwrap_or_default();
         pods.retain(|&p| set.member[p as usize] == Member::Present);
-        pods.sort_by_key(|&p| eviction_order(cluster.pod(p), prefer_no_eviction));
+        pods.sort_by_cached_key(|&p| eviction_order(cluster.pod(p), prefer_no_eviction));
         for pod_id in pods {
             let pod = cluster.pod(pod_id);
             if !has_terms(pod) {

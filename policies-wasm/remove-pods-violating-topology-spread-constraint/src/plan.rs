@@ -645,7 +645,7 @@ impl Balancer<'_, '_> {
 
         // sortDomains: kept pods first (pinned, then higher priority), domains by size.
         for d in &mut domains {
-            d.pods.sort_by_key(|&p| keep_order(cluster.pod(p)));
+            d.pods.sort_by_cached_key(|&p| keep_order(cluster.pod(p)));
         }
         domains.sort_by_key(|d| d.size);
         let ideal = sum as f64 / domains.len() as f64;

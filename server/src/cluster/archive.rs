@@ -59,13 +59,6 @@ impl SharedArchive {
         }
     }
 
-    /// Keep an archive on the heap (tests, and archives not built for mapping).
-    pub fn on_heap(buffer: ArchiveBuffer) -> SharedArchive {
-        SharedArchive {
-            storage: Storage::Heap(buffer),
-        }
-    }
-
     /// The whole archive.
     pub fn bytes(&self) -> &[u8] {
         match &self.storage {

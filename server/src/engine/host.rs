@@ -2,7 +2,7 @@
 //! [`PolicyFailure`]s.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rebalancer_policy_sdk::evictor::{ClusterIndex, Evictor, EvictorConfig, RunState};
 use rebalancer_policy_sdk::model::Section;
@@ -13,6 +13,7 @@ use wasmtime::{ResourceLimiter, Store, Trap};
 use super::bindings::rebalancer::policy::{cluster, evictor, types as wit};
 use super::{CompiledPolicy, EPOCH_TICK, Engine, PolicyFailure};
 use crate::cluster::ClusterSnapshot;
+use crate::telemetry::Stopwatch;
 
 /// Everything one evaluation may see and change. The run state moves in and comes back out in
 /// [`Evaluation::state`], so proposals accumulate across the policies of a run.
@@ -45,6 +46,8 @@ pub struct Evaluation {
     /// The snapshot sections handed to the guest, with their sizes, in the order it asked.
     pub sections: Vec<(Section, u64)>,
     pub state: RunState,
+    /// CPU time of the evaluating thread over `duration` (see [`Stopwatch`]).
+    pub cpu: Option<Duration>,
 }
 
 /// Memory accounting and the cap; records why growth was refused.
@@ -463,7 +466,7 @@ pub(super) fn evaluate(
     point: ExtensionPoint,
     args: &str,
     session: EvalSession,
-    started: Instant,
+    started: Stopwatch,
 ) -> Evaluation {
     let mut store = new_store(engine, Some(session));
     let instance = match instantiate(policy, &mut store) {
@@ -473,12 +476,13 @@ pub(super) fn evaluate(
             let session = data.session.expect("evaluations always carry a session");
             return Evaluation {
                 outcome: Err(PolicyFailure::new("instantiation", format!("{e:#}"))),
-                duration: started.elapsed(),
+                duration: started.wall(),
                 logs: Vec::new(),
                 proposal_calls: 0,
                 peak_memory: 0,
                 sections: Vec::new(),
                 state: session.state,
+                cpu: started.cpu(),
             };
         }
     };
@@ -487,7 +491,7 @@ pub(super) fn evaluate(
         ExtensionPoint::Deschedule => call.instance.call_deschedule(&mut call.store, args),
         ExtensionPoint::Balance => call.instance.call_balance(&mut call.store, args),
     };
-    let duration = started.elapsed();
+    let (duration, cpu) = (started.wall(), started.cpu());
     let outcome = match result {
         Ok(Ok(())) => Ok(()),
         Ok(Err(message)) => Err(PolicyFailure::new("policy-error", message)),
@@ -503,5 +507,6 @@ pub(super) fn evaluate(
         peak_memory: data.limiter.peak,
         sections: data.handed_over,
         state: session.state,
+        cpu,
     }
 }

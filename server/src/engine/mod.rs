@@ -16,7 +16,7 @@ mod memory;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rebalancer_policy_sdk::model::Section;
 use rebalancer_policy_sdk::{ArgError, ExtensionPoint};
@@ -446,7 +446,7 @@ impl Engine {
         args: &serde_json::Value,
         session: EvalSession,
     ) -> Evaluation {
-        let started = Instant::now();
+        let started = crate::telemetry::Stopwatch::start();
         host::evaluate(self, policy, point, &args.to_string(), session, started)
     }
 }
