@@ -13,7 +13,9 @@ use crate::cluster::{self, ClusterSnapshot};
 fn test_limits() -> SandboxLimits {
     SandboxLimits {
         timeout_ms: 1_000,
-        memory_bytes: 256 << 20,
+        // Enough for the test clusters; small, so that the memory bomb reaches it well within
+        // the deadline even on a loaded 2-core machine (every page it touches is a fresh one).
+        memory_bytes: 64 << 20,
         max_proposals: 10_000,
         max_log_bytes: 64 << 10,
         ..SandboxLimits::default()
@@ -257,7 +259,13 @@ fn an_infinite_loop_times_out() {
 
 #[test]
 fn a_memory_bomb_hits_the_memory_cap() {
-    assert_eq!(failure_kind(&run_behaviour("memory-bomb", None)), "memory");
+    let evaluation = run_behaviour("memory-bomb", None);
+    assert_eq!(
+        failure_kind(&evaluation),
+        "memory",
+        "{:?}",
+        evaluation.outcome
+    );
 }
 
 #[test]
