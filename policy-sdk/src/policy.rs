@@ -145,6 +145,37 @@ pub trait Host {
     fn log(&mut self, level: LogLevel, message: &str);
 }
 
+/// Detail lines a [`Details`] writes before it only counts them.
+pub const MAX_DETAIL_LINES: usize = 50;
+
+/// Bounded debug logging of per-pod or per-owner details ("eviction of shop/web-1 refused: …").
+/// The host ends an evaluation that logs more than its byte cap, so detail must stay bounded on
+/// any cluster size: the first [`MAX_DETAIL_LINES`] lines are written, the rest counted, and
+/// [`Details::finish`] says how many were left out. The message is only built when written.
+#[derive(Debug, Default)]
+pub struct Details {
+    written: usize,
+    suppressed: usize,
+}
+
+impl Details {
+    pub fn log(&mut self, ctx: &mut Context<'_>, message: impl FnOnce() -> String) {
+        if self.written < MAX_DETAIL_LINES {
+            self.written += 1;
+            ctx.debug(&message());
+        } else {
+            self.suppressed += 1;
+        }
+    }
+
+    /// Log how many lines were left out, if any.
+    pub fn finish(self, ctx: &mut Context<'_>) {
+        if self.suppressed > 0 {
+            ctx.debug(&format!("{} more detail lines not logged", self.suppressed));
+        }
+    }
+}
+
 /// Everything a policy evaluation can see and do.
 pub struct Context<'a> {
     pub cluster: Cluster<'a>,

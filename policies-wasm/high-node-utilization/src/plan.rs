@@ -26,13 +26,13 @@
 //! The usage, percentage, capacity, ordering and destination-taint helpers below are private
 //! copies of the same functions in `policies-wasm/low-node-utilization/src/plan.rs`
 //! (`resources`, `node_usages`, `capacity`, `whole_units`, `whole_or_milli`,
-//! `listed_percentages`, `capped_capacity`, `eviction_order`, `Destinations`, `Details`); moving
+//! `listed_percentages`, `capped_capacity`, `eviction_order`, `Destinations`); moving
 //! them into the SDK is requested in `docs/internal/REQUESTS.md`. Delete them here once they land.
 
 use rebalancer_policy_sdk::k8s::taints;
 use rebalancer_policy_sdk::model::{ArchivedTaintEffect, NONE, QosClass, StrId, TaintEffect};
 use rebalancer_policy_sdk::view::kv_get;
-use rebalancer_policy_sdk::{Cluster, Context, NodeRef, PodRef, Refusal};
+use rebalancer_policy_sdk::{Cluster, Context, Details, NodeRef, PodRef, Refusal};
 
 use crate::args::HighNodeUtilizationArgs;
 
@@ -76,34 +76,6 @@ struct NodeUsage {
     usage: Vec<i64>,
     /// Per resource slot, milli-units; `None` when the node does not report the resource.
     capacity: Vec<Option<i64>>,
-}
-
-/// At most this many per-pod detail lines per run; the rest are counted. The host fails an
-/// evaluation that logs more than its byte cap, so detail must stay bounded on any cluster size.
-const MAX_DETAIL_LINES: usize = 50;
-
-/// Bounded debug logging of details.
-#[derive(Debug, Default)]
-struct Details {
-    written: usize,
-    suppressed: usize,
-}
-
-impl Details {
-    fn log(&mut self, ctx: &mut Context<'_>, message: impl FnOnce() -> String) {
-        if self.written < MAX_DETAIL_LINES {
-            self.written += 1;
-            ctx.debug(&message());
-        } else {
-            self.suppressed += 1;
-        }
-    }
-
-    fn finish(self, ctx: &mut Context<'_>) {
-        if self.suppressed > 0 {
-            ctx.debug(&format!("{} more detail lines not logged", self.suppressed));
-        }
-    }
 }
 
 /// Summary of one pass, for logs and tests.

@@ -27,7 +27,7 @@
 use rebalancer_policy_sdk::k8s::taints;
 use rebalancer_policy_sdk::model::{ArchivedTaintEffect, NONE, QosClass, StrId, TaintEffect};
 use rebalancer_policy_sdk::view::kv_get;
-use rebalancer_policy_sdk::{Cluster, Context, NodeRef, PodRef, Refusal};
+use rebalancer_policy_sdk::{Cluster, Context, Details, NodeRef, PodRef, Refusal};
 
 use crate::args::{LowNodeUtilizationArgs, METRIC_RESOURCE};
 
@@ -73,35 +73,6 @@ struct NodeUsage {
     /// Per resource slot: capacity capped at the node's high threshold (descheduler's
     /// `available`), milli-units.
     capped: Vec<i64>,
-}
-
-/// At most this many per-pod or per-owner detail lines per run; the rest are counted. The host
-/// fails an evaluation that logs more than its byte cap, so detail must stay bounded on any
-/// cluster size.
-const MAX_DETAIL_LINES: usize = 50;
-
-/// Bounded debug logging of details.
-#[derive(Debug, Default)]
-struct Details {
-    written: usize,
-    suppressed: usize,
-}
-
-impl Details {
-    fn log(&mut self, ctx: &mut Context<'_>, message: impl FnOnce() -> String) {
-        if self.written < MAX_DETAIL_LINES {
-            self.written += 1;
-            ctx.debug(&message());
-        } else {
-            self.suppressed += 1;
-        }
-    }
-
-    fn finish(self, ctx: &mut Context<'_>) {
-        if self.suppressed > 0 {
-            ctx.debug(&format!("{} more detail lines not logged", self.suppressed));
-        }
-    }
 }
 
 /// Summary of one pass, for logs and tests.

@@ -7,12 +7,14 @@
 //! - [`PodScope`]: those two args resolved once against the snapshot and matched by ids;
 //! - [`propose`]: one proposal and descheduler's reaction to a refused eviction (node limit:
 //!   next node, total limit: stop, anything else: next pod), counted in a [`Tally`];
-//! - [`Details`]: bounded per-pod debug logging, and small formatting helpers for reasons.
+//! - [`Details`] (the SDK's bounded per-pod debug logging, re-exported) and small formatting
+//!   helpers for reasons.
 //!
 //! The file lives in `pod-life-time` and is compiled into each of the five crates with
 //! `#[path]` (one copy, no drift), until the SDK offers these pieces (docs/internal/REQUESTS.md).
 //! It must not do I/O or hold any plugin's semantics.
 
+pub use rebalancer_policy_sdk::Details;
 pub use rebalancer_policy_sdk::args::{Namespaces, null_as_default};
 use rebalancer_policy_sdk::k8s::selector::{LabelSelectorSpec, ResolvedSelector};
 use rebalancer_policy_sdk::model::{PodPhase, StrId};
@@ -236,34 +238,6 @@ pub fn propose(
                 )
             });
             Next::Pod
-        }
-    }
-}
-
-/// At most this many per-pod detail lines per pass; the rest are counted. The host fails an
-/// evaluation that logs more than its byte cap, so detail must stay bounded on any cluster size.
-const MAX_DETAIL_LINES: usize = 50;
-
-/// Bounded debug logging of per-pod details.
-#[derive(Debug, Default)]
-pub struct Details {
-    written: usize,
-    suppressed: usize,
-}
-
-impl Details {
-    pub fn log(&mut self, ctx: &mut Context<'_>, message: impl FnOnce() -> String) {
-        if self.written < MAX_DETAIL_LINES {
-            self.written += 1;
-            ctx.debug(&message());
-        } else {
-            self.suppressed += 1;
-        }
-    }
-
-    pub fn finish(self, ctx: &mut Context<'_>) {
-        if self.suppressed > 0 {
-            ctx.debug(&format!("{} more detail lines not logged", self.suppressed));
         }
     }
 }

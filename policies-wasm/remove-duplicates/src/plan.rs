@@ -20,7 +20,7 @@
 //! order, so runs are reproducible (descheduler iterates Go maps, so its order is random).
 
 use rebalancer_policy_sdk::model::{ContainerKind, NONE, StrId};
-use rebalancer_policy_sdk::{Cluster, Context, Refusal};
+use rebalancer_policy_sdk::{Cluster, Context, Details, Refusal};
 
 use crate::args::{Namespaces, RemoveDuplicatesArgs};
 use crate::feasible::Feasibility;
@@ -70,35 +70,6 @@ impl NamespaceFilter {
             NamespaceFilter::All => true,
             NamespaceFilter::Include(ids) => ids.contains(&namespace),
             NamespaceFilter::Exclude(ids) => !ids.contains(&namespace),
-        }
-    }
-}
-
-/// At most this many per-pod or per-owner detail lines per run; the rest are counted. The host
-/// fails an evaluation that logs more than its byte cap, so detail must stay bounded on any
-/// cluster size.
-const MAX_DETAIL_LINES: usize = 50;
-
-/// Bounded debug logging of details.
-#[derive(Debug, Default)]
-struct Details {
-    written: usize,
-    suppressed: usize,
-}
-
-impl Details {
-    fn log(&mut self, ctx: &mut Context<'_>, message: impl FnOnce() -> String) {
-        if self.written < MAX_DETAIL_LINES {
-            self.written += 1;
-            ctx.debug(&message());
-        } else {
-            self.suppressed += 1;
-        }
-    }
-
-    fn finish(self, ctx: &mut Context<'_>) {
-        if self.suppressed > 0 {
-            ctx.debug(&format!("{} more detail lines not logged", self.suppressed));
         }
     }
 }

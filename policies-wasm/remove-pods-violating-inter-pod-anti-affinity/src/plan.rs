@@ -34,7 +34,7 @@ use rebalancer_policy_sdk::k8s::selector::{
 };
 use rebalancer_policy_sdk::model::{ArchivedPodAffinityTerm, QosClass, StrId};
 use rebalancer_policy_sdk::view::kv_get;
-use rebalancer_policy_sdk::{Cluster, Context, NodeRef, PodRef, Refusal};
+use rebalancer_policy_sdk::{Cluster, Context, Details, NodeRef, PodRef, Refusal};
 
 use crate::args::RemovePodsViolatingInterPodAntiAffinityArgs;
 
@@ -45,10 +45,6 @@ type HashSet<T> = StdHashSet<T, BuildHasherDefault<DefaultHasher>>;
 
 /// descheduler's `descheduler.alpha.kubernetes.io/prefer-no-eviction` annotation.
 pub const PREFER_NO_EVICTION: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
-
-/// At most this many per-pod detail lines per run; the rest are counted (the host caps the bytes
-/// an evaluation may log).
-const MAX_DETAIL_LINES: usize = 50;
 
 /// nodeFit candidates are sent to the host in chunks of this size; the search stops at the first
 /// chunk with a fitting node.
@@ -247,30 +243,6 @@ fn eviction_order(pod: PodRef<'_>, prefer_no_eviction: Option<StrId>) -> (bool, 
         qos,
         prefers_staying,
     )
-}
-
-/// Bounded debug logging of details.
-#[derive(Debug, Default)]
-struct Details {
-    written: usize,
-    suppressed: usize,
-}
-
-impl Details {
-    fn log(&mut self, ctx: &mut Context<'_>, message: impl FnOnce() -> String) {
-        if self.written < MAX_DETAIL_LINES {
-            self.written += 1;
-            ctx.debug(&message());
-        } else {
-            self.suppressed += 1;
-        }
-    }
-
-    fn finish(self, ctx: &mut Context<'_>) {
-        if self.suppressed > 0 {
-            ctx.debug(&format!("{} more detail lines not logged", self.suppressed));
-        }
-    }
 }
 
 /// Why a pod is proposed.

@@ -46,7 +46,7 @@ use rebalancer_policy_sdk::model::{
     ArchivedWhenUnsatisfiable, StrId, TaintEffect,
 };
 use rebalancer_policy_sdk::view::taint_effect;
-use rebalancer_policy_sdk::{Cluster, Context, NodeRef, PodRef, Refusal};
+use rebalancer_policy_sdk::{Cluster, Context, Details, NodeRef, PodRef, Refusal};
 
 use crate::args::RemovePodsViolatingTopologySpreadConstraintArgs;
 
@@ -54,10 +54,6 @@ use crate::args::RemovePodsViolatingTopologySpreadConstraintArgs;
 /// randomness, which the policy sandbox does not provide (no `wasi:random` import).
 type HashMap<K, V> = StdHashMap<K, V, BuildHasherDefault<DefaultHasher>>;
 type HashSet<T> = StdHashSet<T, BuildHasherDefault<DefaultHasher>>;
-
-/// At most this many per-pod detail lines per run; the rest are counted (the host caps the bytes
-/// an evaluation may log).
-const MAX_DETAIL_LINES: usize = 50;
 
 /// nodeFit candidates are sent to the host in chunks of this size; the search stops at the first
 /// chunk with a fitting node.
@@ -85,30 +81,6 @@ pub struct Outcome {
     pub refused: usize,
     /// Why the pass stopped early, if it did.
     pub stopped: Option<String>,
-}
-
-/// Bounded debug logging of details.
-#[derive(Debug, Default)]
-struct Details {
-    written: usize,
-    suppressed: usize,
-}
-
-impl Details {
-    fn log(&mut self, ctx: &mut Context<'_>, message: impl FnOnce() -> String) {
-        if self.written < MAX_DETAIL_LINES {
-            self.written += 1;
-            ctx.debug(&message());
-        } else {
-            self.suppressed += 1;
-        }
-    }
-
-    fn finish(self, ctx: &mut Context<'_>) {
-        if self.suppressed > 0 {
-            ctx.debug(&format!("{} more detail lines not logged", self.suppressed));
-        }
-    }
 }
 
 pub fn balance(
