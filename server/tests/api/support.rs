@@ -104,7 +104,12 @@ impl TestServer {
 
     pub async fn stop(&mut self) {
         if let Some(server) = self.server.take() {
-            server.stop().await.expect("the server stops cleanly");
+            // A shutdown that never finishes would hang the whole suite (and CI) instead of
+            // failing this test: bound it.
+            tokio::time::timeout(std::time::Duration::from_secs(60), server.stop())
+                .await
+                .expect("the server stops within 60 s")
+                .expect("the server stops cleanly");
         }
     }
 
