@@ -33,8 +33,8 @@ pub mod guest;
 
 pub use model::{NONE, StrId};
 pub use policy::{
-    ArgError, BatchOutcome, Context, Details, ExtensionPoint, Host, LogLevel, Policy, PolicyInfo,
-    Refusal, evaluate, parse_args,
+    ArgError, BatchOutcome, Context, Details, ExtensionPoint, Host, LogLevel, Next, Policy,
+    PolicyInfo, Refusal, evaluate, parse_args,
 };
 pub use view::{Cluster, NodeRef, PodRef};
 

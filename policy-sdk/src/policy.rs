@@ -145,6 +145,18 @@ pub trait Host {
     fn log(&mut self, level: LogLevel, message: &str);
 }
 
+/// Where a plugin goes on after a proposal, as descheduler reacts to the error `Evict` returns
+/// ([`Details::refused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Accepted, or refused for a reason that concerns only this pod: go on with the next pod.
+    Pod,
+    /// The per-node limit is reached: go on with the next node.
+    Node,
+    /// The total limit is reached: the pass ends.
+    Stop,
+}
+
 /// Detail lines a [`Details`] writes before it only counts them.
 pub const MAX_DETAIL_LINES: usize = 50;
 
@@ -165,6 +177,28 @@ impl Details {
             ctx.debug(&message());
         } else {
             self.suppressed += 1;
+        }
+    }
+
+    /// descheduler's reaction to a refused eviction of `pod`: the node limit moves on to the
+    /// next node, the total limit ends the pass, and any other refusal (PDB, not evictable,
+    /// namespace limit) concerns only this pod: it is logged as a detail and the next pod is
+    /// tried.
+    pub fn refused(&mut self, ctx: &mut Context<'_>, pod: u32, refusal: &Refusal) -> Next {
+        match refusal {
+            Refusal::NodeLimit => Next::Node,
+            Refusal::TotalLimit => Next::Stop,
+            other => {
+                let p = ctx.cluster.pod(pod);
+                self.log(ctx, || {
+                    format!(
+                        "eviction of {}/{} refused: {other}",
+                        p.namespace(),
+                        p.name()
+                    )
+                });
+                Next::Pod
+            }
         }
     }
 

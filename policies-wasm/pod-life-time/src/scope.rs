@@ -5,8 +5,9 @@
 //!   validation (`only one of Include/Exclude namespaces can be set`, `LabelSelectorAsSelector`)
 //!   and JSON Schema fragments;
 //! - [`PodScope`]: those two args resolved once against the snapshot and matched by ids;
-//! - [`propose`]: one proposal and descheduler's reaction to a refused eviction (node limit:
-//!   next node, total limit: stop, anything else: next pod), counted in a [`Tally`];
+//! - [`propose`]: one proposal and descheduler's reaction to a refused eviction (the SDK's
+//!   `Details::refused`: node limit → next node, total limit → stop, anything else → next pod),
+//!   counted in a [`Tally`];
 //! - [`Details`] (the SDK's bounded per-pod debug logging, re-exported) and small formatting
 //!   helpers for reasons.
 //!
@@ -14,11 +15,11 @@
 //! `#[path]` (one copy, no drift), until the SDK offers these pieces (docs/internal/REQUESTS.md).
 //! It must not do I/O or hold any plugin's semantics.
 
-pub use rebalancer_policy_sdk::Details;
 pub use rebalancer_policy_sdk::args::{Namespaces, null_as_default};
 use rebalancer_policy_sdk::k8s::selector::{LabelSelectorSpec, ResolvedSelector};
 use rebalancer_policy_sdk::model::{PodPhase, StrId};
-use rebalancer_policy_sdk::{ArgError, Cluster, Context, PodRef, Refusal};
+use rebalancer_policy_sdk::{ArgError, Cluster, Context, PodRef};
+pub use rebalancer_policy_sdk::{Details, Next};
 
 // =============================================================================================
 // Args
@@ -194,17 +195,6 @@ impl Tally {
     }
 }
 
-/// What a plugin does after a proposal, as descheduler reacts to the error `Evict` returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Next {
-    /// Accepted, or refused for a reason that concerns only this pod: go on with the next pod.
-    Pod,
-    /// The per-node limit is reached: go on with the next node.
-    Node,
-    /// The total limit is reached: the pass ends.
-    Stop,
-}
-
 /// Propose evicting `pod` and say how to go on. Every refusal is counted; those that concern
 /// only this pod (PDB, not evictable, namespace limit) are logged as details.
 pub fn propose(
@@ -222,24 +212,11 @@ pub fn propose(
         Err(refusal) => refusal,
     };
     tally.refused += 1;
-    match refusal {
-        Refusal::NodeLimit => Next::Node,
-        Refusal::TotalLimit => {
-            tally.stopped = Some(refusal.to_string());
-            Next::Stop
-        }
-        other => {
-            let p = ctx.cluster.pod(pod);
-            details.log(ctx, || {
-                format!(
-                    "eviction of {}/{} refused: {other}",
-                    p.namespace(),
-                    p.name()
-                )
-            });
-            Next::Pod
-        }
+    let next = details.refused(ctx, pod, &refusal);
+    if next == Next::Stop {
+        tally.stopped = Some(refusal.to_string());
     }
+    next
 }
 
 // =============================================================================================

@@ -20,7 +20,7 @@
 //! order, so runs are reproducible (descheduler iterates Go maps, so its order is random).
 
 use rebalancer_policy_sdk::model::{ContainerKind, NONE, StrId};
-use rebalancer_policy_sdk::{Cluster, Context, Details, Refusal};
+use rebalancer_policy_sdk::{Cluster, Context, Details, Next, Refusal};
 
 use crate::args::{Namespaces, RemoveDuplicatesArgs};
 use crate::feasible::Feasibility;
@@ -168,7 +168,7 @@ fn propose(
                         break;
                     };
                     let pod = rest[batch.admitted];
-                    match refused(ctx, details, &mut outcome, cluster, pod, refusal) {
+                    match refused(ctx, details, &mut outcome, pod, refusal) {
                         Next::Pod => rest = &rest[batch.admitted + 1..],
                         Next::Node => break,
                         Next::Stop => return Ok(outcome),
@@ -194,13 +194,11 @@ fn propose(
                 let reason = format!("{reason}; node {} has room for it", fit.node_name(target));
                 match ctx.propose_eviction(pod, &reason) {
                     Ok(()) => outcome.proposed += 1,
-                    Err(refusal) => {
-                        match refused(ctx, details, &mut outcome, cluster, pod, refusal) {
-                            Next::Pod => {}
-                            Next::Node => break,
-                            Next::Stop => return Ok(outcome),
-                        }
-                    }
+                    Err(refusal) => match refused(ctx, details, &mut outcome, pod, refusal) {
+                        Next::Pod => {}
+                        Next::Node => break,
+                        Next::Stop => return Ok(outcome),
+                    },
                 }
             }
         }
@@ -417,39 +415,17 @@ fn find_duplicates(
     groups
 }
 
-/// Where the loop goes after a refusal.
-enum Next {
-    Pod,
-    Node,
-    Stop,
-}
-
-/// Count and log a refused proposal, and say where to go on: descheduler moves to the next node
-/// when the node limit is reached and stops at the total limit.
+/// Count a refused proposal and say where to go on (descheduler moves to the next node when
+/// the node limit is reached and stops at the total limit).
 fn refused(
     ctx: &mut Context<'_>,
     details: &mut Details,
     outcome: &mut Outcome,
-    cluster: Cluster<'_>,
     pod: u32,
     refusal: Refusal,
 ) -> Next {
     outcome.refused += 1;
-    match refusal {
-        Refusal::NodeLimit => Next::Node,
-        Refusal::TotalLimit => Next::Stop,
-        other => {
-            let p = cluster.pod(pod);
-            details.log(ctx, || {
-                format!(
-                    "eviction of {}/{} refused: {other}",
-                    p.namespace(),
-                    p.name()
-                )
-            });
-            Next::Pod
-        }
-    }
+    details.refused(ctx, pod, &refusal)
 }
 
 fn describe_owner(cluster: Cluster<'_>, key: &OwnerKey) -> String {
