@@ -9,21 +9,20 @@
 //! The HTTP listener is up from the start so `/healthz` and `/readyz` answer during start-up;
 //! `/api/v1` answers 503 until the server is ready.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::Context as _;
 use tokio::sync::{Mutex, Semaphore, watch};
 use tokio::task::JoinHandle;
 
-use crate::cluster::{self, ClusterSnapshot};
 use crate::config::Settings;
-use crate::engine::{Engine, EngineConfig, PolicyRegistry};
-use crate::profile;
-use crate::store::{self, ClusterRecord, NewClusterState, Store};
+use rebalancer_cluster::{self as cluster, Clusters};
+use rebalancer_engine::profile;
+use rebalancer_engine::{Engine, EngineConfig, PolicyRegistry};
+use rebalancer_store::{self as store, ClusterRecord, NewClusterState, Store};
 
 /// Name of the demo cluster loaded into an empty database.
 pub const DEMO_CLUSTER: &str = "demo";
@@ -78,68 +77,6 @@ impl AppState {
             work.await
         })
         .await
-    }
-}
-
-/// The current snapshot of every loaded cluster, and the revision counter.
-#[derive(Clone, Default)]
-pub struct Clusters {
-    snapshots: Arc<RwLock<HashMap<String, Arc<ClusterSnapshot>>>>,
-    revision: Arc<AtomicU64>,
-    /// The revision of the latest snapshot put in place, announced to [`Clusters::subscribe`]rs
-    /// (the scheduler's change triggers).
-    changed: Arc<watch::Sender<u64>>,
-}
-
-impl Clusters {
-    pub fn get(&self, name: &str) -> Option<Arc<ClusterSnapshot>> {
-        self.read().get(name).cloned()
-    }
-
-    /// Put a cluster's new state in place, and wake whoever waits for changes.
-    pub fn insert(&self, name: &str, snapshot: Arc<ClusterSnapshot>) {
-        let revision = snapshot.revision;
-        self.snapshots
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_string(), snapshot);
-        self.changed.send_replace(revision);
-    }
-
-    /// Be told when any cluster's state changes (wake-ups only; read the state itself with
-    /// [`Clusters::revisions`]).
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.changed.subscribe()
-    }
-
-    /// The current revision of every loaded cluster.
-    pub fn revisions(&self) -> Vec<(String, u64)> {
-        self.read()
-            .iter()
-            .map(|(name, snapshot)| (name.clone(), snapshot.revision))
-            .collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.read().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// A revision no cluster state has had yet (revisions grow across all clusters).
-    pub fn next_revision(&self) -> u64 {
-        self.revision.fetch_add(1, Ordering::AcqRel) + 1
-    }
-
-    /// Make sure new revisions are above `revision`.
-    fn raise_revision(&self, revision: u64) {
-        self.revision.fetch_max(revision, Ordering::AcqRel);
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<ClusterSnapshot>>> {
-        self.snapshots.read().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -534,7 +471,7 @@ async fn start_up(state: AppState) -> anyhow::Result<()> {
     load_user_policies(&state).await?;
     load_clusters(&state).await?;
     if state.settings.demo && state.store.list_clusters().await?.is_empty() {
-        let demo = crate::demo::demo_cluster_json();
+        let demo = rebalancer_sim::demo::demo_cluster_json();
         state
             .ingest_snapshot(DEMO_CLUSTER, demo, cluster::Format::Json)
             .await
@@ -548,7 +485,7 @@ async fn start_up(state: AppState) -> anyhow::Result<()> {
 /// broken build: start-up fails.
 async fn register_builtins(state: &AppState) -> anyhow::Result<()> {
     let mut names = Vec::new();
-    for &(stem, wasm) in crate::engine::builtin_modules() {
+    for &(stem, wasm) in rebalancer_builtins::modules() {
         let started = Instant::now();
         let engine = state.engine.clone();
         let policy = tokio::task::spawn_blocking(move || engine.compile(wasm))

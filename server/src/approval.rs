@@ -16,7 +16,7 @@ use rebalancer_policy_sdk::k8s::selector::{LabelSelectorSpec, Selector};
 use serde::{Deserialize, Serialize};
 
 use crate::app::AppState;
-use crate::store::{MigrationTemplate, RunRecord, StoreError, now_ms};
+use rebalancer_store::{MigrationTemplate, RunRecord, StoreError, now_ms};
 
 /// Prefix of the actor recorded for an auto-approval: `auto-approve:<rule>`.
 pub const AUTO_APPROVE_ACTOR: &str = "auto-approve:";

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::app::AppState;
 use crate::auth::Principal;
-use crate::store::NewAuditEntry;
+use rebalancer_store::NewAuditEntry;
 
 /// Action names: `<object kind>.<verb>`.
 pub mod action {

@@ -10,7 +10,7 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use crate::config::Secret;
-use crate::store::{NewToken, Role, Store, StoreError, TokenOrigin, TokenRecord};
+use rebalancer_store::{NewToken, Role, Store, StoreError, TokenOrigin, TokenRecord};
 
 /// Prefix of generated tokens (recognisable in secret scanners and logs).
 pub const TOKEN_PREFIX: &str = "rb_";

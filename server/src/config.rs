@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::engine::SandboxLimits;
+use rebalancer_engine::SandboxLimits;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_DATABASE: &str = "./rebalancer.db";
@@ -34,8 +34,6 @@ pub struct Cli {
 pub enum Command {
     /// Run the server (the default when no subcommand is given).
     Serve(ServeArgs),
-    /// Measure snapshot ingest and runs on a large cluster, end to end through the API.
-    Bench(crate::bench::BenchArgs),
 }
 
 impl Cli {
@@ -249,7 +247,7 @@ impl TryFrom<ServeArgs> for Settings {
             max_proposals: args.policy_max_proposals,
             max_log_bytes: size("policy-max-log", args.policy_max_log, 0)?,
         };
-        if let Some((name, wasm)) = crate::engine::builtin_modules()
+        if let Some((name, wasm)) = rebalancer_builtins::modules()
             .iter()
             .max_by_key(|(_, wasm)| wasm.len())
             .filter(|(_, wasm)| wasm.len() > sandbox.max_module_bytes)
@@ -362,7 +360,6 @@ mod tests {
         let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
         match cli.into_command() {
             Command::Serve(serve) => Settings::try_from(serve).map_err(|e| e.to_string()),
-            Command::Bench(_) => Err("bench".to_string()),
         }
     }
 

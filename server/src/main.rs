@@ -4,7 +4,7 @@
 use anyhow::Context as _;
 use clap::Parser as _;
 use rebalancer_server::config::{Cli, Command, Settings};
-use rebalancer_server::{app, bench, telemetry};
+use rebalancer_server::{app, telemetry};
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().into_command() {
@@ -17,7 +17,5 @@ fn main() -> anyhow::Result<()> {
                 .context("starting the async runtime")?
                 .block_on(app::run(settings))
         }
-        // The benchmark builds its own runtime and starts the server in-process.
-        Command::Bench(args) => bench::run(args),
     }
 }

@@ -20,9 +20,9 @@ use tracing::Instrument as _;
 
 use crate::app::AppState;
 use crate::metrics::PolicyEvaluation;
-use crate::profile::{ProfileError, ProfileSpec};
-use crate::run::{self, RunError, RunReport};
-use crate::store::{
+use rebalancer_engine::profile::{ProfileError, ProfileSpec};
+use rebalancer_engine::run::{self, RunError, RunReport};
+use rebalancer_store::{
     NewDecision, NewRun, RunEnd, RunRecord, RunStatus, RunTrigger, ScheduleRecord, StoreError,
     now_ms,
 };
@@ -140,7 +140,7 @@ async fn evaluate_and_record(
     state: &AppState,
     run: RunRecord,
     spec: ProfileSpec,
-    snapshot: Arc<crate::cluster::ClusterSnapshot>,
+    snapshot: Arc<rebalancer_cluster::ClusterSnapshot>,
 ) -> Result<FinishedRun, RunFailure> {
     tracing::info!(revision = run.cluster_revision, "run started");
     let permit = state
@@ -415,7 +415,7 @@ async fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::ScheduleSpec;
+    use rebalancer_store::ScheduleSpec;
 
     fn schedule(interval: Option<i64>, on_change: bool) -> ScheduleRecord {
         ScheduleRecord {

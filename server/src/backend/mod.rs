@@ -17,12 +17,10 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::ResourceAmounts;
+use rebalancer_cluster::ResourceAmounts;
 
 pub mod simulated;
 
-#[cfg(test)]
-pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests;
 

@@ -6,11 +6,11 @@
 //!   template, `owners` = the pod's controller, `status.nodeName`/`phase`/`allocatable`/
 //!   `currentOwners`), so they persist with the cluster and a snapshot push replaces them with the
 //!   rest of its state. An `Available` reservation holds its `allocatable` (and a pod slot) on its
-//!   node for every placement. The scheduler ([`crate::cluster::scheduling`]) places a reservation
+//!   node for every placement. The scheduler ([`rebalancer_cluster::scheduling`]) places a reservation
 //!   at once, or reports why it cannot; an unschedulable reservation is **not** stored (no side
 //!   effects), so asking again re-evaluates.
 //! - **Evictions** follow policy/v1 Eviction: the pod's PDB is evaluated live
-//!   ([`crate::cluster::pdb`]); more than one PDB is refused; an evicted pod is deleted at once.
+//!   ([`rebalancer_cluster::pdb`]); more than one PDB is refused; an evicted pod is deleted at once.
 //! - **Controllers**: a pod controlled by a ReplicaSet, ReplicationController, StatefulSet or
 //!   Job (not terminal) gets a replacement in the same transaction: same spec, new uid, name
 //!   `<owner>-<5 chars>` (ReplicaSet, ReplicationController, Job) or the same name (StatefulSet),
@@ -39,12 +39,14 @@ use super::{
     Backend, BackendError, EvictionCheck, EvictionResult, OwnerRef, PodState, ReservationRequest,
     ReservationState,
 };
-use crate::app::Clusters;
-use crate::cluster::pdb::{self, Budget, EvictedPod, Verdict};
-use crate::cluster::scheduling::{Constraints, Held, Scheduler};
-use crate::cluster::{self, ClusterSnapshot, ObjectKind, ResourceAmounts, StoredObjectBuf};
-use crate::store::backend::{BackendChange, ChangeError, NewSimEvent, SimEvent};
-use crate::store::{self, ClusterRecord, ObjectRow, Store, StoreError};
+use rebalancer_cluster::Clusters;
+use rebalancer_cluster::pdb::{self, Budget, EvictedPod, Verdict};
+use rebalancer_cluster::scheduling::{Constraints, Held, Scheduler};
+use rebalancer_cluster::{
+    self as cluster, ClusterSnapshot, ObjectKind, ResourceAmounts, StoredObjectBuf,
+};
+use rebalancer_store::backend::{BackendChange, ChangeError, NewSimEvent, SimEvent};
+use rebalancer_store::{self as store, ClusterRecord, ObjectRow, Store, StoreError};
 
 /// API version and kind of reservation objects.
 pub const RESERVATION_API_VERSION: &str = "scheduling.koordinator.sh/v1alpha1";

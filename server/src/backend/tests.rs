@@ -5,11 +5,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use super::fixtures::{list, node, pdb, pod};
 use super::*;
-use crate::app::Clusters;
-use crate::cluster::{self, Format, ResourceAmounts, StoredObjectBuf};
-use crate::store::{NewClusterState, ObjectRow, Store};
+use rebalancer_cluster::Clusters;
+use rebalancer_cluster::fixtures::{list, node, pdb, pod};
+use rebalancer_cluster::{self as cluster, Format, ResourceAmounts, StoredObjectBuf};
+use rebalancer_store::{NewClusterState, ObjectRow, Store};
 
 const C: &str = "sim";
 

@@ -918,5 +918,4 @@ impl LimiterCheck for LimitersAt<'_> {
 }
 
 #[cfg(test)]
-#[path = "arbitration_tests.rs"]
 mod tests;

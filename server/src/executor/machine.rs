@@ -21,8 +21,8 @@
 
 use crate::app::AppState;
 use crate::backend::{EvictionCheck, EvictionResult, ReservationRequest, ReservationState};
-use crate::store::pod_migrations::DONE_STEP;
-use crate::store::{
+use rebalancer_store::pod_migrations::DONE_STEP;
+use rebalancer_store::{
     DecisionChange, DecisionStatus, MigrationChange, MigrationPhase, NewEvent, PodMigrationRecord,
     StoreError, now_ms,
 };

@@ -25,13 +25,13 @@ use rebalancer_policy_sdk::view::Cluster;
 use tokio::sync::{Mutex, Notify, watch};
 
 use crate::app::AppState;
-use crate::cluster::ClusterSnapshot;
-use crate::store::{MigrationPhase, PodMigrationRecord, StoreError, now_ms};
 use arbitration::{
     Active, ArbitrationConfig, Candidate, KoordPriority, KoordQos, KubeQos, ObjectLimiters,
     PodFacts, TokenBucket, Verdict, Workload,
 };
 pub use machine::AbortError;
+use rebalancer_cluster::ClusterSnapshot;
+use rebalancer_store::{MigrationPhase, PodMigrationRecord, StoreError, now_ms};
 
 /// How often the executor looks at unfinished pod migrations without being woken
 /// (Koordinator's arbitration interval).

@@ -14,7 +14,7 @@ use crate::backend::{
     ReservationState,
 };
 use crate::config::{Secret, Settings};
-use crate::store::{NewDecision, NewRun, RunEnd};
+use rebalancer_store::{NewDecision, NewRun, RunEnd};
 
 const TOKEN: &str = "test-admin-token";
 
@@ -296,7 +296,7 @@ impl Harness {
             .ingest_snapshot(
                 "c",
                 serde_json::to_vec(&list).unwrap(),
-                crate::cluster::Format::Json,
+                rebalancer_cluster::Format::Json,
             )
             .await
             .unwrap();

@@ -11,7 +11,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::ApiQuery;
 use super::{page_limit, timestamp};
 use crate::app::AppState;
-use crate::store::{AuditFilter, AuditRecord};
+use rebalancer_store::{AuditFilter, AuditRecord};
 
 /// One audit entry.
 #[derive(Debug, Serialize, utoipa::ToSchema)]

@@ -19,7 +19,7 @@ use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use super::error::ApiError;
 use crate::app::AppState;
 use crate::auth::{self, Principal};
-use crate::store::Role;
+use rebalancer_store::Role;
 
 /// One exception to the default (read: viewer, change: admin).
 struct RouteRole {

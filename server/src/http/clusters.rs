@@ -17,8 +17,10 @@ use super::extract::{ApiPath, ApiQuery, DocumentFormat, document_format, read_bo
 use super::{page_limit, timestamp};
 use crate::app::{AppState, IngestFailure};
 use crate::audit::{self, action, kind};
-use crate::cluster::{self, ClusterSnapshot, IngestError, IngestWarning, NodeUtilization};
-use crate::store::ClusterRecord;
+use rebalancer_cluster::{
+    self as cluster, ClusterSnapshot, IngestError, IngestWarning, NodeUtilization,
+};
+use rebalancer_store::ClusterRecord;
 
 /// A cluster and the state it holds.
 #[derive(Debug, Serialize, utoipa::ToSchema)]

@@ -13,7 +13,7 @@ use super::{page_limit, timestamp};
 use crate::app::AppState;
 use crate::approval::{self, AutoApproveRules, RuleError};
 use crate::audit::{self, action, kind};
-use crate::store::{
+use rebalancer_store::{
     Approval, DecisionEvent, DecisionFilter, DecisionRecord, DecisionStatus, MigrationFilter,
     MigrationTemplate,
 };

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::store::StoreError;
+use rebalancer_store::StoreError;
 
 /// The body of every error response.
 #[derive(Debug, Serialize, utoipa::ToSchema)]

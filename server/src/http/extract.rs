@@ -1,9 +1,9 @@
 //! Request extractors whose rejections use the API's error shape, and body helpers.
 
 use axum::body::Body;
+use axum::body::Bytes;
 use axum::extract::FromRequest;
 use axum::http::{HeaderMap, header};
-use bytes::Bytes;
 use futures::StreamExt;
 
 use super::error::ApiError;

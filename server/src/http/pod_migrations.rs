@@ -14,7 +14,7 @@ use crate::app::AppState;
 use crate::audit::{self, action, kind};
 use crate::executor::arbitration::{ArbitrationConfig, KnobError, MigrationMode};
 use crate::executor::{AbortError, machine};
-use crate::store::{MigrationEvent, MigrationFilter, MigrationPhase, PodMigrationRecord};
+use rebalancer_store::{MigrationEvent, MigrationFilter, MigrationPhase, PodMigrationRecord};
 
 /// A pod migration (Koordinator's PodMigrationJob).
 #[derive(Debug, Serialize, utoipa::ToSchema)]

@@ -11,8 +11,8 @@ use super::extract::{ApiPath, RawBody};
 use super::timestamp;
 use crate::app::AppState;
 use crate::audit::{self, action, kind};
-use crate::engine::{EngineError, PolicyMeta};
-use crate::store::{self, PolicyRecord, PutPolicyError};
+use rebalancer_engine::{EngineError, PolicyMeta};
+use rebalancer_store::{self as store, PolicyRecord, PutPolicyError};
 
 /// A registered policy.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -134,7 +134,7 @@ pub async fn upload_policy(
 /// Store an uploaded policy and register it, under the catalogue lock.
 async fn register(
     state: &AppState,
-    compiled: std::sync::Arc<crate::engine::CompiledPolicy>,
+    compiled: std::sync::Arc<rebalancer_engine::CompiledPolicy>,
     wasm: &[u8],
 ) -> Result<(StatusCode, Json<PolicyView>), ApiError> {
     let meta = compiled.meta.clone();
@@ -260,8 +260,8 @@ async fn delete(state: &AppState, name: &str) -> Result<StatusCode, ApiError> {
     }
     let mut users = Vec::new();
     for profile in state.store.list_profiles().await? {
-        let spec: crate::profile::ProfileSpec =
-            serde_json::from_value(profile.spec).map_err(|e| {
+        let spec: rebalancer_engine::profile::ProfileSpec = serde_json::from_value(profile.spec)
+            .map_err(|e| {
                 ApiError::internal(&format!("stored spec of profile {}", profile.name), e)
             })?;
         let uses = spec

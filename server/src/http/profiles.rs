@@ -13,8 +13,8 @@ use super::extract::{ApiPath, DocumentFormat, RawBody, document_format};
 use super::timestamp;
 use crate::app::{AppState, check_name};
 use crate::audit::{self, action, kind};
-use crate::profile::{self, ProfileError, ProfileSpec};
-use crate::store::ProfileRecord;
+use rebalancer_engine::profile::{self, ProfileError, ProfileSpec};
+use rebalancer_store::ProfileRecord;
 
 /// A profile: the document as sent, what it was parsed into, and what in it has no effect.
 #[derive(Debug, Serialize, utoipa::ToSchema)]

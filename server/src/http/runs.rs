@@ -13,9 +13,9 @@ use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::{page_limit, timestamp};
 use crate::app::AppState;
 use crate::audit::{self, action, kind};
-use crate::run::RunReport;
-use crate::store::{RunRecord, RunStatus, RunTrigger};
 use crate::trigger::{self, FinishedRun, RunFailure, RunRequest};
+use rebalancer_engine::run::RunReport;
+use rebalancer_store::{RunRecord, RunStatus, RunTrigger};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -13,7 +13,7 @@ use super::extract::{ApiJson, ApiPath};
 use super::timestamp;
 use crate::app::AppState;
 use crate::audit::{self, action, kind};
-use crate::store::{ScheduleRecord, ScheduleSpec};
+use rebalancer_store::{ScheduleRecord, ScheduleSpec};
 
 /// Change-triggered runs wait this long after the latest change unless told otherwise.
 pub const DEFAULT_DEBOUNCE_SECONDS: i64 = 30;

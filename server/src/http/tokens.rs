@@ -13,7 +13,9 @@ use super::timestamp;
 use crate::app::AppState;
 use crate::audit::{self, action, kind};
 use crate::auth;
-use crate::store::{DeleteTokenError, InsertTokenError, NewToken, Role, TokenOrigin, TokenRecord};
+use rebalancer_store::{
+    DeleteTokenError, InsertTokenError, NewToken, Role, TokenOrigin, TokenRecord,
+};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

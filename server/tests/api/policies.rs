@@ -100,7 +100,7 @@ async fn uploads_that_are_not_policies_are_refused_with_actionable_errors() {
     }
 
     // A built-in's own module: its name is taken.
-    let builtin = rebalancer_server::engine::builtin_modules()[0].1.to_vec();
+    let builtin = rebalancer_builtins::modules()[0].1.to_vec();
     let (status, error) = server.post_bytes("/api/v1/policies", builtin).await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_error(&error, "builtin_policy");
@@ -109,7 +109,7 @@ async fn uploads_that_are_not_policies_are_refused_with_actionable_errors() {
     let (_, list) = server.get("/api/v1/policies").await;
     assert_eq!(
         list["items"].as_array().unwrap().len(),
-        rebalancer_server::engine::builtin_modules().len()
+        rebalancer_builtins::modules().len()
     );
 }
 
@@ -117,7 +117,7 @@ async fn uploads_that_are_not_policies_are_refused_with_actionable_errors() {
 async fn size_caps_answer_413() {
     // The module cap just admits the built-ins; the body limit is 1 MiB above it.
     fn cap() -> usize {
-        rebalancer_server::engine::builtin_modules()
+        rebalancer_builtins::modules()
             .iter()
             .map(|(_, wasm)| wasm.len())
             .max()

@@ -255,9 +255,9 @@ pub fn assert_error(body: &Value, code: &str) -> String {
     message.to_string()
 }
 
-/// A policy module built by server/build.rs (`test_misbehaving.wasm`, …).
+/// A policy module built by rebalancer-builtins (`test_misbehaving.wasm`, …).
 pub fn policy_module(file: &str) -> Vec<u8> {
-    let path = std::path::Path::new(env!("REBALANCER_POLICY_WASM_DIR")).join(file);
+    let path = std::path::Path::new(rebalancer_builtins::WASM_DIR).join(file);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

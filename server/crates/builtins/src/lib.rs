@@ -1,0 +1,27 @@
+//! # Built-in policies
+//!
+//! The modules Rebalancer ships: every crate under `policies-wasm/` that is a built-in, compiled
+//! for `wasm32-wasip2` by this crate's build script (a nested cargo, see `build.rs`) and embedded
+//! here. Depending on this crate is what makes a binary carry the built-ins; the engine itself
+//! does not (it compiles whatever bytes it is given).
+//!
+//! Owns: the list of embedded modules ([`modules`]) and, for tests, the directory of every
+//! module the build produced ([`WASM_DIR`]: the built-ins plus `test-misbehaving` and the docs'
+//! `example-pod-age`, which are built but not embedded).
+//! Must not: compile or validate modules (that is the engine's job at start-up).
+
+/// `(crate file stem, component bytes)` of every built-in policy module, in build order.
+pub fn modules() -> &'static [(&'static str, &'static [u8])] {
+    include!(concat!(env!("OUT_DIR"), "/builtin_policies.rs"))
+}
+
+/// The directory holding every module the build script produced, as `<crate_name>.wasm`.
+pub const WASM_DIR: &str = env!("REBALANCER_POLICY_WASM_DIR");
+
+/// The bytes of a module the build produced, by crate name (`"test-misbehaving"`); `None` when
+/// no such module was built.
+pub fn module_file(crate_name: &str) -> Option<Vec<u8>> {
+    let file =
+        std::path::Path::new(WASM_DIR).join(format!("{}.wasm", crate_name.replace('-', "_")));
+    std::fs::read(file).ok()
+}

@@ -1,0 +1,313 @@
+//! A run: one profile evaluated over one cluster snapshot, the way one descheduler cycle runs.
+//!
+//! Owns the cycle's order and shared state: nodes in scope (Ready + the profile's nodeSelector;
+//! fewer than two → the cycle is skipped), the deschedule plugins of every plugin set first, then
+//! the balance plugins, one [`RunState`] (limits, proposed-so-far = terminating) threaded through
+//! all of them, and the report. Must not touch SQL or HTTP: callers persist the report.
+//!
+//! The same [`cycle`] runs with the policies compiled to wasm ([`execute`]) or, in the
+//! benchmark (`rebalancer-bench`, the only place that links policies natively), linked natively
+//! for the wasm-vs-native comparison.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rebalancer_policy_sdk::ExtensionPoint;
+use rebalancer_policy_sdk::evictor::{
+    ClusterIndex, DefaultEvictorArgs, EvictorConfig, Limits, RunState,
+};
+use rebalancer_policy_sdk::k8s::selector::Selector;
+use serde::{Deserialize, Serialize};
+
+use rebalancer_cluster::ClusterSnapshot;
+
+use crate::profile::{PluginSpec, ProfileError, ProfileSpec};
+use crate::wasm::{EvalSession, Evaluation, PolicyFailure, PolicyLog, PolicyRegistry};
+
+/// Log lines kept per policy outcome in a report (the rest are counted).
+const MAX_LOGS_IN_REPORT: usize = 200;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the profile cannot run on this cluster")]
+    InvalidProfile(Vec<ProfileError>),
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunReport {
+    /// Ready nodes matching the profile's nodeSelector.
+    pub nodes_in_scope: u32,
+    /// Why the cycle did nothing, when it was skipped.
+    pub skipped: Option<String>,
+    pub policies: Vec<PolicyOutcome>,
+    /// Proposals accepted in the whole cycle.
+    #[serde(default)]
+    pub proposal_count: usize,
+    /// The proposals themselves. Not serialised: a run stores them as its decisions
+    /// (`GET /api/v1/decisions?run={id}`), so the run object stays small on large clusters.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub proposals: Vec<Proposal>,
+    /// Wall time of the whole cycle, in milliseconds.
+    pub duration_ms: f64,
+    /// `wasm` or `native`.
+    pub mode: String,
+}
+
+/// One plugin's evaluation within a run.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyOutcome {
+    pub plugin: String,
+    pub plugin_set: String,
+    pub extension_point: String,
+    pub duration_ms: f64,
+    /// CPU time of the thread that evaluated the policy, in milliseconds: `durationMs` without
+    /// time spent waiting for a core (absent where the platform has no thread clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<f64>,
+    /// Proposals accepted.
+    pub proposals: u32,
+    /// Proposals refused (limits, PDBs, not evictable).
+    pub refusals: u32,
+    pub error: Option<PolicyFailure>,
+    pub logs: Vec<PolicyLog>,
+    /// Log lines beyond those kept in `logs`.
+    pub logs_dropped: u32,
+    /// Peak linear memory of the instance, in bytes (0 for native runs).
+    pub peak_memory_bytes: u64,
+    /// The snapshot sections the policy pulled (`core`, `pod-tolerations`, …), in the order it
+    /// asked for them; empty for native runs, which read the archive in place.
+    #[serde(default)]
+    pub snapshot_sections: Vec<String>,
+    /// Their total size in bytes: what was copied into the policy's memory.
+    #[serde(default)]
+    pub snapshot_bytes: u64,
+}
+
+/// One accepted eviction proposal.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Proposal {
+    pub pod_uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    pub plugin: String,
+    pub plugin_set: String,
+    pub reason: String,
+}
+
+/// Evaluate `profile` over `snapshot` with the registered wasm policies. Blocking.
+pub fn execute(
+    engine: &crate::wasm::Engine,
+    registry: &PolicyRegistry,
+    profile: &ProfileSpec,
+    snapshot: &Arc<ClusterSnapshot>,
+) -> Result<RunReport, RunError> {
+    cycle(profile, snapshot, "wasm", |plugin, point, session| {
+        let Some(registered) = registry.get(&plugin.name) else {
+            return failed(
+                session,
+                PolicyFailure::new(
+                    "missing-policy",
+                    format!("no policy named {:?} is registered", plugin.name),
+                ),
+            );
+        };
+        let policy = &registered.policy;
+        if !policy.meta.implements(point) {
+            return failed(
+                session,
+                PolicyFailure::new(
+                    "unsupported-extension-point",
+                    format!(
+                        "{} does not implement the {} extension point",
+                        plugin.name,
+                        point.as_str()
+                    ),
+                ),
+            );
+        }
+        engine.evaluate(policy, point, &plugin.args, session)
+    })
+}
+
+/// An evaluation that never started, ending with `failure`.
+pub fn failed(session: EvalSession, failure: PolicyFailure) -> Evaluation {
+    Evaluation {
+        outcome: Err(failure),
+        duration: Duration::ZERO,
+        logs: Vec::new(),
+        proposal_calls: 0,
+        peak_memory: 0,
+        sections: Vec::new(),
+        state: session.state,
+        cpu: None,
+    }
+}
+
+/// Nodes a run covers: Ready, and matching the profile's nodeSelector.
+fn nodes_in_scope(
+    snapshot: &ClusterSnapshot,
+    index: &ClusterIndex,
+    profile: &ProfileSpec,
+) -> Result<Vec<u32>, RunError> {
+    let selector = match profile.node_selector.as_deref().map(str::trim) {
+        None | Some("") => Selector::everything(),
+        Some(text) => Selector::parse(text).map_err(|e| {
+            RunError::InvalidProfile(vec![ProfileError {
+                field: "nodeSelector".into(),
+                message: e.to_string(),
+            }])
+        })?,
+    };
+    Ok(index.nodes_in_scope(snapshot.cluster(), &selector))
+}
+
+/// One descheduler cycle of `profile` over `snapshot`, with `evaluate` running each plugin:
+/// scope, evictor configuration, deschedule then balance plugins of every plugin set, limits
+/// shared. [`execute`] evaluates with the wasm policies; the benchmark passes natively linked
+/// ones (`mode` names which, in the report).
+pub fn cycle(
+    profile: &ProfileSpec,
+    snapshot: &Arc<ClusterSnapshot>,
+    mode: &str,
+    mut evaluate: impl FnMut(&PluginSpec, ExtensionPoint, EvalSession) -> Evaluation,
+) -> Result<RunReport, RunError> {
+    let started = Instant::now();
+    let cluster = snapshot.cluster();
+    let index = snapshot.index();
+    let nodes = Arc::new(nodes_in_scope(snapshot, &index, profile)?);
+
+    // Resolve every plugin set's evictor before anything runs: a bad profile proposes nothing.
+    let mut configs = Vec::with_capacity(profile.plugin_sets.len());
+    let mut errors = Vec::new();
+    for (i, set) in profile.plugin_sets.iter().enumerate() {
+        let field = format!("profiles[{i}].pluginConfig[DefaultEvictor].args");
+        let args: DefaultEvictorArgs = match serde_json::from_value(set.evictor_args.clone()) {
+            Ok(args) => args,
+            Err(e) => {
+                errors.push(ProfileError {
+                    field,
+                    message: e.to_string(),
+                });
+                continue;
+            }
+        };
+        match EvictorConfig::resolve(&args, cluster) {
+            Ok(config) => configs.push(Arc::new(config)),
+            Err(problems) => errors.extend(problems.into_iter().map(|p| ProfileError {
+                field: if p.field.is_empty() {
+                    field.clone()
+                } else {
+                    format!("{field}.{}", p.field)
+                },
+                message: p.message,
+            })),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(RunError::InvalidProfile(errors));
+    }
+
+    let mut report = RunReport {
+        nodes_in_scope: nodes.len() as u32,
+        skipped: None,
+        policies: Vec::new(),
+        proposal_count: 0,
+        proposals: Vec::new(),
+        duration_ms: 0.0,
+        mode: mode.to_string(),
+    };
+    if nodes.len() < 2 {
+        report.skipped = Some(format!(
+            "{} ready node(s) in scope; a cycle needs at least 2 (descheduler skips it too)",
+            nodes.len()
+        ));
+        report.duration_ms = ms(started.elapsed());
+        return Ok(report);
+    }
+
+    let limits = Limits {
+        per_node: profile.max_per_node,
+        per_namespace: profile.max_per_namespace,
+        total: profile.max_total,
+    };
+    let mut state = RunState::new(cluster, limits);
+    for point in [ExtensionPoint::Deschedule, ExtensionPoint::Balance] {
+        for (set, config) in profile.plugin_sets.iter().zip(&configs) {
+            let plugins = match point {
+                ExtensionPoint::Deschedule => &set.deschedule,
+                ExtensionPoint::Balance => &set.balance,
+            };
+            for plugin in plugins {
+                let accepted_before = state.proposals().len();
+                let refused_before = state.refusal_counts().total() as usize;
+                let session = EvalSession {
+                    snapshot: snapshot.clone(),
+                    index: index.clone(),
+                    config: config.clone(),
+                    nodes: nodes.clone(),
+                    state,
+                    plugin: plugin.name.clone(),
+                    plugin_set: set.name.clone(),
+                };
+                let span = tracing::info_span!("policy", plugin = %plugin.name, plugin_set = %set.name, point = point.as_str());
+                let evaluation = span.in_scope(|| evaluate(plugin, point, session));
+                state = evaluation.state;
+                let mut logs = evaluation.logs;
+                let dropped = logs.len().saturating_sub(MAX_LOGS_IN_REPORT);
+                logs.truncate(MAX_LOGS_IN_REPORT);
+                if let Err(failure) = &evaluation.outcome {
+                    tracing::warn!(plugin = %plugin.name, kind = %failure.kind, "policy failed: {}", failure.message);
+                }
+                report.policies.push(PolicyOutcome {
+                    plugin: plugin.name.clone(),
+                    plugin_set: set.name.clone(),
+                    extension_point: point.as_str().to_string(),
+                    duration_ms: ms(evaluation.duration),
+                    cpu_ms: evaluation.cpu.map(ms),
+                    proposals: (state.proposals().len() - accepted_before) as u32,
+                    refusals: (state.refusal_counts().total() as usize - refused_before) as u32,
+                    error: evaluation.outcome.err(),
+                    logs,
+                    logs_dropped: dropped as u32,
+                    peak_memory_bytes: evaluation.peak_memory as u64,
+                    snapshot_sections: evaluation
+                        .sections
+                        .iter()
+                        .map(|(s, _)| s.name().to_string())
+                        .collect(),
+                    snapshot_bytes: evaluation.sections.iter().map(|(_, b)| b).sum(),
+                });
+            }
+        }
+    }
+
+    report.proposals = state
+        .proposals()
+        .iter()
+        .map(|p| {
+            let pod = cluster.pod(p.pod);
+            Proposal {
+                pod_uid: pod.uid().to_string(),
+                namespace: pod.namespace().to_string(),
+                name: pod.name().to_string(),
+                node: pod.node_name().to_string(),
+                plugin: p.plugin.clone(),
+                plugin_set: p.plugin_set.clone(),
+                reason: p.reason.clone(),
+            }
+        })
+        .collect();
+    report.proposal_count = report.proposals.len();
+    report.duration_ms = ms(started.elapsed());
+    Ok(report)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}

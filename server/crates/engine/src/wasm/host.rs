@@ -1,0 +1,512 @@
+//! The host side of one evaluation: store data, the WIT imports, and turning traps into
+//! [`PolicyFailure`]s.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rebalancer_policy_sdk::evictor::{ClusterIndex, Evictor, EvictorConfig, RunState};
+use rebalancer_policy_sdk::model::Section;
+use rebalancer_policy_sdk::{ArgError, ExtensionPoint, Host as _, LogLevel, Refusal};
+use serde::{Deserialize, Serialize};
+use wasmtime::{ResourceLimiter, Store, Trap};
+
+use super::bindings::rebalancer::policy::{cluster, evictor, types as wit};
+use super::{CompiledPolicy, EPOCH_TICK, Engine, PolicyFailure};
+use crate::stopwatch::Stopwatch;
+use rebalancer_cluster::ClusterSnapshot;
+
+/// Everything one evaluation may see and change. The run state moves in and comes back out in
+/// [`Evaluation::state`], so proposals accumulate across the policies of a run.
+pub struct EvalSession {
+    pub snapshot: Arc<ClusterSnapshot>,
+    pub index: Arc<ClusterIndex>,
+    pub config: Arc<EvictorConfig>,
+    pub nodes: Arc<Vec<u32>>,
+    pub state: RunState,
+    pub plugin: String,
+    pub plugin_set: String,
+}
+
+/// One log line a policy wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PolicyLog {
+    pub level: String,
+    pub message: String,
+}
+
+/// The result of one evaluation.
+pub struct Evaluation {
+    pub outcome: Result<(), PolicyFailure>,
+    pub duration: Duration,
+    pub logs: Vec<PolicyLog>,
+    /// `propose-eviction` calls made (accepted or refused).
+    pub proposal_calls: u32,
+    /// Largest linear memory the instance reached, in bytes.
+    pub peak_memory: usize,
+    /// The snapshot sections handed to the guest, with their sizes, in the order it asked.
+    pub sections: Vec<(Section, u64)>,
+    pub state: RunState,
+    /// CPU time of the evaluating thread over `duration` (see [`Stopwatch`]).
+    pub cpu: Option<Duration>,
+}
+
+/// Memory accounting and the cap; records why growth was refused.
+struct Limiter {
+    max: usize,
+    peak: usize,
+    exceeded: bool,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max {
+            self.exceeded = true;
+            return Err(wasmtime::format_err!(
+                "linear memory would grow to {desired} bytes, over the {} byte cap",
+                self.max
+            ));
+        }
+        self.peak = self.peak.max(desired);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+pub(super) struct HostState {
+    limiter: Limiter,
+    session: Option<EvalSession>,
+    logs: Vec<PolicyLog>,
+    log_bytes: usize,
+    max_log_bytes: usize,
+    proposal_calls: u32,
+    max_proposals: u32,
+    /// Snapshot sections handed over, with their sizes.
+    handed_over: Vec<(Section, u64)>,
+    /// Set by an import that ends the evaluation (cap hit) just before it traps.
+    abort: Option<PolicyFailure>,
+    /// The message of a guest panic (the SDK's panic hook logs it before the trap).
+    panic: Option<String>,
+    /// The instance's linear memory, where `map-section` places sections (`None` when the
+    /// instance has several, or memories are pooled).
+    #[cfg(target_os = "linux")]
+    memory: Option<super::memory::MemoryHandle>,
+}
+
+impl HostState {
+    fn session(&mut self) -> wasmtime::Result<&mut EvalSession> {
+        self.session.as_mut().ok_or_else(|| {
+            wasmtime::format_err!("the cluster is not available during info/validate-args")
+        })
+    }
+
+    fn with_evictor<R>(&mut self, f: impl FnOnce(&mut Evictor<'_>) -> R) -> wasmtime::Result<R> {
+        let s = self.session()?;
+        let cluster = s.snapshot.cluster();
+        let mut evictor = Evictor::new(
+            cluster,
+            &s.index,
+            &s.config,
+            &mut s.state,
+            &s.nodes,
+            &s.plugin,
+            &s.plugin_set,
+        );
+        Ok(f(&mut evictor))
+    }
+
+    /// A section of the shared archive for `cluster.snapshot` / `cluster.snapshot-section`
+    /// (see `link_shared_snapshot`), counted as handed over.
+    pub(super) fn section_bytes(&mut self, section: Section) -> wasmtime::Result<bytes::Bytes> {
+        let bytes = self.session()?.snapshot.section(section);
+        self.handed_over.push((section, bytes.len() as u64));
+        Ok(bytes)
+    }
+
+    /// `map-section`: map (or copy) `section` into the guest's memory at `offset`. `false` when
+    /// this instance's memory cannot be written by the host (the guest then asks for a copy).
+    #[cfg(target_os = "linux")]
+    fn place_section(
+        &mut self,
+        snapshot: &ClusterSnapshot,
+        section: Section,
+        offset: u32,
+    ) -> wasmtime::Result<bool> {
+        use super::memory::{Source, place};
+        let Some(memory) = &self.memory else {
+            return Ok(false);
+        };
+        let archive = snapshot.archive();
+        let source = match archive.file_section(section) {
+            Some(file) => Source::File(file),
+            None => Source::Bytes(&archive.bytes()[archive.range(section)]),
+        };
+        match place(memory, offset, source) {
+            Ok(()) => Ok(true),
+            Err(message) => Err(self.fail(
+                "trap",
+                format!("the policy misused cluster.map-section: {message}"),
+            )),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn place_section(&mut self, _: &ClusterSnapshot, _: Section, _: u32) -> wasmtime::Result<bool> {
+        Ok(false)
+    }
+
+    /// Count `n` proposals (accepted or refused) against the cap; past it, the evaluation ends.
+    fn count_proposals(&mut self, n: usize) -> wasmtime::Result<()> {
+        self.proposal_calls = self
+            .proposal_calls
+            .saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+        if self.proposal_calls > self.max_proposals {
+            let cap = self.max_proposals;
+            return Err(self.fail(
+                "proposal-cap",
+                format!("the policy proposed more than {cap} evictions in one evaluation"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn fail(&mut self, kind: &str, message: String) -> wasmtime::Error {
+        let error = wasmtime::format_err!("{message}");
+        self.abort = Some(PolicyFailure::new(kind, message));
+        error
+    }
+}
+
+impl wit::Host for HostState {}
+
+impl cluster::Host for HostState {
+    fn info(&mut self) -> wasmtime::Result<wit::SnapshotInfo> {
+        let s = self.session()?;
+        let c = s.snapshot.cluster();
+        Ok(wit::SnapshotInfo {
+            layout_version: rebalancer_policy_sdk::model::LAYOUT_VERSION,
+            revision: c.revision(),
+            time_ms: c.time_ms(),
+            node_count: c.node_count() as u32,
+            pod_count: c.pod_count() as u32,
+            byte_len: s.snapshot.section(Section::Core).len() as u64,
+        })
+    }
+
+    /// Shadowed in the linker by `link_shared_snapshot`, which lowers the shared buffer without
+    /// this copy; kept because the generated trait requires it.
+    fn snapshot(&mut self) -> wasmtime::Result<Vec<u8>> {
+        Ok(self.section_bytes(Section::Core)?.to_vec())
+    }
+
+    /// Shadowed like `snapshot`.
+    fn snapshot_section(&mut self, id: u32) -> wasmtime::Result<Option<Vec<u8>>> {
+        Section::from_id(id)
+            .map(|s| self.section_bytes(s).map(|b| b.to_vec()))
+            .transpose()
+    }
+
+    fn section_size(&mut self, id: u32) -> wasmtime::Result<Option<u32>> {
+        let archive = self.session()?.snapshot.archive();
+        Ok(Section::from_id(id).map(|section| archive.range(section).len() as u32))
+    }
+
+    fn map_section(&mut self, id: u32, offset: u32) -> wasmtime::Result<bool> {
+        let Some(section) = Section::from_id(id) else {
+            return Ok(false);
+        };
+        let snapshot = self.session()?.snapshot.clone();
+        if !self.place_section(&snapshot, section, offset)? {
+            return Ok(false);
+        }
+        let len = snapshot.archive().range(section).len();
+        self.handed_over.push((section, len as u64));
+        Ok(true)
+    }
+
+    fn nodes(&mut self) -> wasmtime::Result<Vec<u32>> {
+        Ok(self.session()?.nodes.as_ref().clone())
+    }
+
+    fn now_ms(&mut self) -> wasmtime::Result<i64> {
+        Ok(self.session()?.snapshot.cluster().time_ms())
+    }
+
+    fn object_json(&mut self, kind: String, index: u32) -> wasmtime::Result<Option<String>> {
+        Ok(self.session()?.snapshot.object_json(&kind, index))
+    }
+
+    fn log(&mut self, level: wit::LogLevel, message: String) -> wasmtime::Result<()> {
+        if let Some(panic) = message.strip_prefix("policy panicked: ") {
+            self.panic = Some(panic.to_string());
+        }
+        self.log_bytes += message.len();
+        if self.log_bytes > self.max_log_bytes {
+            let cap = self.max_log_bytes;
+            return Err(self.fail(
+                "log-cap",
+                format!("the policy logged more than {cap} bytes in one evaluation"),
+            ));
+        }
+        let level = match level {
+            wit::LogLevel::Trace => LogLevel::Trace,
+            wit::LogLevel::Debug => LogLevel::Debug,
+            wit::LogLevel::Info => LogLevel::Info,
+            wit::LogLevel::Warn => LogLevel::Warn,
+            wit::LogLevel::Error => LogLevel::Error,
+        };
+        let plugin = self.session.as_ref().map_or("", |s| s.plugin.as_str());
+        tracing::debug!(policy = plugin, level = ?level, "{message}");
+        self.logs.push(PolicyLog {
+            level: serde_json::to_value(level)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            message,
+        });
+        Ok(())
+    }
+}
+
+impl evictor::Host for HostState {
+    fn filter(&mut self, pods: Vec<u32>) -> wasmtime::Result<Vec<u32>> {
+        self.with_evictor(|e| e.filter(&pods))
+    }
+
+    fn pre_eviction_filter(&mut self, pods: Vec<u32>) -> wasmtime::Result<Vec<u32>> {
+        self.with_evictor(|e| e.pre_eviction_filter(&pods))
+    }
+
+    fn propose_eviction(
+        &mut self,
+        pod: u32,
+        reason: String,
+    ) -> wasmtime::Result<Result<(), wit::Refusal>> {
+        self.count_proposals(1)?;
+        let result = self.with_evictor(|e| e.propose(pod, &reason))?;
+        Ok(result.map_err(to_wit_refusal))
+    }
+
+    fn propose_evictions(
+        &mut self,
+        pods: Vec<u32>,
+        reason: String,
+    ) -> wasmtime::Result<wit::BatchOutcome> {
+        // Each pod counts against the cap as one `propose-eviction` call would: the pods within
+        // the cap are proposed, then the evaluation ends if the batch went past it.
+        let allowed =
+            (self.max_proposals.saturating_sub(self.proposal_calls) as usize).min(pods.len());
+        let outcome = self.with_evictor(|e| e.propose_evictions(&pods[..allowed], &reason))?;
+        self.count_proposals(outcome.admitted + usize::from(outcome.refusal.is_some()))?;
+        if outcome.refusal.is_none() && allowed < pods.len() {
+            // The rest would go past the cap: this fails the evaluation.
+            self.count_proposals(pods.len() - allowed)?;
+        }
+        Ok(wit::BatchOutcome {
+            admitted: outcome.admitted as u32,
+            refusal: outcome.refusal.map(to_wit_refusal),
+        })
+    }
+
+    fn node_fit(&mut self, pod: u32, candidates: Vec<u32>) -> wasmtime::Result<Vec<u32>> {
+        self.with_evictor(|e| e.node_fit(pod, &candidates))
+    }
+}
+
+fn to_wit_refusal(refusal: Refusal) -> wit::Refusal {
+    match refusal {
+        Refusal::NodeLimit => wit::Refusal::NodeLimit,
+        Refusal::NamespaceLimit => wit::Refusal::NamespaceLimit,
+        Refusal::TotalLimit => wit::Refusal::TotalLimit,
+        Refusal::DisruptionBudget(m) => wit::Refusal::DisruptionBudget(m),
+        Refusal::NotEvictable(m) => wit::Refusal::NotEvictable(m),
+        Refusal::UnknownPod => wit::Refusal::UnknownPod,
+    }
+}
+
+/// One instantiated policy in a fresh store.
+pub(super) struct Call {
+    store: Store<HostState>,
+    instance: super::bindings::Policy,
+}
+
+fn new_store(engine: &Engine, session: Option<EvalSession>) -> Store<HostState> {
+    let limits = &engine.inner.limits;
+    let state = HostState {
+        limiter: Limiter {
+            max: limits.memory_bytes,
+            peak: 0,
+            exceeded: false,
+        },
+        session,
+        logs: Vec::new(),
+        log_bytes: 0,
+        max_log_bytes: limits.max_log_bytes,
+        proposal_calls: 0,
+        max_proposals: limits.max_proposals,
+        handed_over: Vec::new(),
+        abort: None,
+        panic: None,
+        #[cfg(target_os = "linux")]
+        memory: None,
+    };
+    let mut store = Store::new(&engine.inner.wasmtime, state);
+    store.limiter(|s| &mut s.limiter);
+    let ticks = Duration::from_millis(limits.timeout_ms)
+        .as_nanos()
+        .div_ceil(EPOCH_TICK.as_nanos())
+        .max(1) as u64;
+    store.set_epoch_deadline(ticks);
+    store.epoch_deadline_trap();
+    store
+}
+
+impl Call {
+    /// A store for `info` / `validate-args`: no cluster.
+    pub(super) fn metadata(engine: &Engine, policy: &CompiledPolicy) -> wasmtime::Result<Call> {
+        let mut store = new_store(engine, None);
+        let instance = instantiate(policy, &mut store)?;
+        Ok(Call { store, instance })
+    }
+
+    pub(super) fn info(&mut self) -> Result<wit::PolicyInfo, PolicyFailure> {
+        let result = self.instance.call_info(&mut self.store);
+        result.map_err(|e| classify(self.store.data_mut(), e))
+    }
+
+    pub(super) fn validate_args(&mut self, args: &str) -> Result<(), Vec<ArgError>> {
+        match self.instance.call_validate_args(&mut self.store, args) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(errors)) => Err(errors
+                .into_iter()
+                .map(|e| ArgError::new(e.field, e.message))
+                .collect()),
+            Err(e) => {
+                let failure = classify(self.store.data_mut(), e);
+                Err(vec![ArgError::new(
+                    "",
+                    format!(
+                        "the policy failed while validating its args ({}): {}",
+                        failure.kind, failure.message
+                    ),
+                )])
+            }
+        }
+    }
+}
+
+/// Instantiate `policy` in `store`, and give the store the handle of the instance's memory.
+fn instantiate(
+    policy: &CompiledPolicy,
+    store: &mut Store<HostState>,
+) -> wasmtime::Result<super::bindings::Policy> {
+    #[cfg(target_os = "linux")]
+    {
+        use super::memory;
+        memory::clear_created();
+        let instance = policy.pre.instantiate(&mut *store);
+        let mut created = memory::take_created();
+        store.data_mut().memory = (created.len() == 1).then(|| created.remove(0));
+        instance
+    }
+    #[cfg(not(target_os = "linux"))]
+    policy.pre.instantiate(store)
+}
+
+/// Map a wasmtime error to the failure kind a person can act on.
+fn classify(state: &mut HostState, error: wasmtime::Error) -> PolicyFailure {
+    if let Some(abort) = state.abort.take() {
+        return abort;
+    }
+    if state.limiter.exceeded {
+        return PolicyFailure::new(
+            "memory",
+            format!(
+                "the policy exceeded its memory cap of {} bytes",
+                state.limiter.max
+            ),
+        );
+    }
+    if let Some(panic) = state.panic.take() {
+        return PolicyFailure::new("panic", panic);
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => PolicyFailure::new(
+            "timeout",
+            "the policy ran past its deadline and was interrupted",
+        ),
+        Some(Trap::StackOverflow) => {
+            PolicyFailure::new("stack-overflow", "the policy exhausted its wasm stack")
+        }
+        Some(Trap::MemoryOutOfBounds) => PolicyFailure::new(
+            "trap",
+            "the policy trapped: out of bounds memory access (in Rust guests usually an \
+             exhausted shadow stack, i.e. unbounded recursion)",
+        ),
+        Some(trap) => PolicyFailure::new("trap", format!("the policy trapped: {trap}")),
+        None => PolicyFailure::new("trap", format!("{error:#}")),
+    }
+}
+
+pub(super) fn evaluate(
+    engine: &Engine,
+    policy: &CompiledPolicy,
+    point: ExtensionPoint,
+    args: &str,
+    session: EvalSession,
+    started: Stopwatch,
+) -> Evaluation {
+    let mut store = new_store(engine, Some(session));
+    let instance = match instantiate(policy, &mut store) {
+        Ok(instance) => instance,
+        Err(e) => {
+            let data = store.into_data();
+            let session = data.session.expect("evaluations always carry a session");
+            return Evaluation {
+                outcome: Err(PolicyFailure::new("instantiation", format!("{e:#}"))),
+                duration: started.wall(),
+                logs: Vec::new(),
+                proposal_calls: 0,
+                peak_memory: 0,
+                sections: Vec::new(),
+                state: session.state,
+                cpu: started.cpu(),
+            };
+        }
+    };
+    let mut call = Call { store, instance };
+    let result = match point {
+        ExtensionPoint::Deschedule => call.instance.call_deschedule(&mut call.store, args),
+        ExtensionPoint::Balance => call.instance.call_balance(&mut call.store, args),
+    };
+    let (duration, cpu) = (started.wall(), started.cpu());
+    let outcome = match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(message)) => Err(PolicyFailure::new("policy-error", message)),
+        Err(e) => Err(classify(call.store.data_mut(), e)),
+    };
+    let data = call.store.into_data();
+    let session = data.session.expect("evaluations always carry a session");
+    Evaluation {
+        outcome,
+        duration,
+        logs: data.logs,
+        proposal_calls: data.proposal_calls,
+        peak_memory: data.limiter.peak,
+        sections: data.handed_over,
+        state: session.state,
+        cpu,
+    }
+}

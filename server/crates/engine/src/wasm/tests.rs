@@ -1,0 +1,500 @@
+//! Engine tests with real modules: the built-ins, the misbehaving test policy, and hand-written
+//! components (WAT) that break the upload rules.
+
+use std::sync::{Arc, OnceLock};
+
+use rebalancer_policy_sdk::ExtensionPoint;
+use rebalancer_policy_sdk::evictor::{DefaultEvictorArgs, EvictorConfig, Limits, RunState};
+use serde_json::json;
+
+use super::*;
+use rebalancer_cluster::{self as cluster, ClusterSnapshot};
+
+fn test_limits() -> SandboxLimits {
+    SandboxLimits {
+        timeout_ms: 1_000,
+        // Enough for the test clusters; small, so that the memory bomb reaches it well within
+        // the deadline even on a loaded 2-core machine (every page it touches is a fresh one).
+        memory_bytes: 64 << 20,
+        max_proposals: 10_000,
+        max_log_bytes: 64 << 10,
+        ..SandboxLimits::default()
+    }
+}
+
+/// One engine per test binary: compiling a module takes a while in debug builds.
+fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        Engine::new(EngineConfig {
+            limits: test_limits(),
+        })
+        .expect("engine")
+    })
+}
+
+fn module(file: &str) -> Vec<u8> {
+    let path = std::path::Path::new(rebalancer_builtins::WASM_DIR).join(file);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn misbehaving() -> Arc<CompiledPolicy> {
+    engine()
+        .compile(&module("test_misbehaving.wasm"))
+        .expect("the test policy compiles")
+}
+
+fn wat(text: &str) -> Vec<u8> {
+    wat::parse_str(text).expect("valid WAT")
+}
+
+fn small_cluster() -> Arc<ClusterSnapshot> {
+    let mut items = vec![];
+    for n in 0..3 {
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("node-{n}"), "uid": format!("uid-node-{n}")},
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]
+            }
+        }));
+    }
+    for p in 0..6 {
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": format!("web-{p}"), "namespace": "shop", "uid": format!("uid-web-{p}"),
+                "creationTimestamp": "2020-01-01T00:00:00Z",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                                     "uid": "rs-web", "controller": true}]
+            },
+            "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "nginx",
+                     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
+            "status": {"phase": "Running", "startTime": "2020-01-01T00:00:00Z",
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }));
+    }
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let objects = cluster::parse_list(list.to_string().as_bytes(), cluster::Format::Json)
+        .expect("test cluster parses");
+    Arc::new(cluster::build_snapshot(&objects, 1, 1_700_000_000_000).expect("snapshot"))
+}
+
+fn session(snapshot: &Arc<ClusterSnapshot>) -> EvalSession {
+    let cluster = snapshot.cluster();
+    let config =
+        EvictorConfig::resolve(&DefaultEvictorArgs::default(), cluster).expect("default evictor");
+    EvalSession {
+        snapshot: snapshot.clone(),
+        index: snapshot.index(),
+        config: Arc::new(config),
+        nodes: Arc::new(cluster.nodes().map(|n| n.id).collect()),
+        state: RunState::new(cluster, Limits::default()),
+        plugin: "TestMisbehaving".into(),
+        plugin_set: "default".into(),
+    }
+}
+
+/// Run a behaviour of the test policy; `count: None` uses the behaviour's own default.
+fn run_behaviour(behaviour: &str, count: Option<u32>) -> Evaluation {
+    let policy = misbehaving();
+    let snapshot = small_cluster();
+    engine().evaluate(
+        &policy,
+        ExtensionPoint::Deschedule,
+        &json!({"behaviour": behaviour, "count": count}),
+        session(&snapshot),
+    )
+}
+
+fn failure_kind(evaluation: &Evaluation) -> String {
+    match &evaluation.outcome {
+        Ok(()) => "ok".into(),
+        Err(f) => f.kind.clone(),
+    }
+}
+
+#[test]
+fn built_ins_compile_with_their_metadata() {
+    let mut names = vec![];
+    for (file, bytes) in rebalancer_builtins::modules() {
+        let policy = engine()
+            .compile(bytes)
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(policy.meta.abi_version, ABI_VERSION);
+        assert_eq!(policy.meta.digest.len(), 64);
+        assert!(policy.meta.args_schema.is_object());
+        assert!(
+            policy.meta.implements(ExtensionPoint::Balance)
+                || policy.meta.implements(ExtensionPoint::Deschedule),
+            "{file}"
+        );
+        names.push(policy.meta.name.clone());
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "HighNodeUtilization",
+            "LowNodeUtilization",
+            "PodLifeTime",
+            "RemoveDuplicates",
+            "RemoveFailedPods",
+            "RemovePodsHavingTooManyRestarts",
+            "RemovePodsViolatingInterPodAntiAffinity",
+            "RemovePodsViolatingNodeAffinity",
+            "RemovePodsViolatingNodeTaints",
+            "RemovePodsViolatingTopologySpreadConstraint",
+        ]
+    );
+}
+
+#[test]
+fn a_module_is_compiled_once_per_digest() {
+    let a = misbehaving();
+    let b = misbehaving();
+    assert!(Arc::ptr_eq(&a, &b));
+}
+
+#[test]
+fn uploads_outside_the_abi_are_refused_with_actionable_errors() {
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("text", b"definitely not wasm".to_vec(), "not_wasm"),
+        ("core module", wat("(module)"), "not_a_component"),
+        ("no exports", wat("(component)"), "missing_export"),
+        (
+            "filesystem",
+            wat(r#"(component (import "wasi:filesystem/types@0.2.6" (instance)))"#),
+            "forbidden_import",
+        ),
+        (
+            "sockets",
+            wat(r#"(component (import "wasi:sockets/tcp@0.2.6" (instance)))"#),
+            "forbidden_import",
+        ),
+        (
+            "random",
+            wat(r#"(component (import "wasi:random/random@0.2.6" (instance)))"#),
+            "forbidden_import",
+        ),
+        (
+            "clocks",
+            wat(r#"(component (import "wasi:clocks/wall-clock@0.2.6" (instance)))"#),
+            "forbidden_import",
+        ),
+        (
+            "http",
+            wat(r#"(component (import "wasi:http/outgoing-handler@0.2.6" (instance)))"#),
+            "forbidden_import",
+        ),
+        (
+            "abi major 2",
+            wat(r#"(component (import "rebalancer:policy/cluster@2.0.0" (instance)))"#),
+            "abi_mismatch",
+        ),
+        (
+            "newer abi minor",
+            wat(r#"(component (import "rebalancer:policy/cluster@1.9.0" (instance)))"#),
+            "abi_mismatch",
+        ),
+        (
+            "abi 1.0 (snapshot layout 1)",
+            wat(r#"(component (import "rebalancer:policy/cluster@1.0.0" (instance)))"#),
+            "abi_mismatch",
+        ),
+    ];
+    for (what, bytes, code) in cases {
+        let error = engine().compile(&bytes).expect_err(what);
+        assert_eq!(error.code(), code, "{what}: {error}");
+        assert!(!error.to_string().is_empty());
+    }
+}
+
+#[test]
+fn a_module_over_the_size_cap_is_refused() {
+    let small = Engine::new(EngineConfig {
+        limits: SandboxLimits {
+            max_module_bytes: 1024,
+            ..test_limits()
+        },
+    })
+    .unwrap();
+    let error = small.compile(&module("test_misbehaving.wasm")).unwrap_err();
+    assert_eq!(error.code(), "module_too_large");
+}
+
+#[test]
+fn args_are_validated_by_the_policy() {
+    let policy = misbehaving();
+    assert!(
+        engine()
+            .validate_args(&policy, &json!({"behaviour": "none"}))
+            .is_ok()
+    );
+    let errors = engine()
+        .validate_args(&policy, &json!({"behaviour": "none", "bogus": 1}))
+        .unwrap_err();
+    assert!(errors[0].message.contains("bogus"), "{errors:?}");
+}
+
+#[test]
+fn a_well_behaved_evaluation_proposes_through_the_evictor() {
+    let evaluation = run_behaviour("propose", Some(2));
+    assert_eq!(failure_kind(&evaluation), "ok");
+    assert_eq!(evaluation.state.proposals().len(), 2);
+    assert!(evaluation.peak_memory > 0);
+}
+
+#[test]
+fn an_infinite_loop_times_out() {
+    let evaluation = run_behaviour("infinite-loop", None);
+    assert_eq!(failure_kind(&evaluation), "timeout");
+    assert!(
+        evaluation.duration.as_millis() >= 900,
+        "{:?}",
+        evaluation.duration
+    );
+}
+
+#[test]
+fn a_memory_bomb_hits_the_memory_cap() {
+    let evaluation = run_behaviour("memory-bomb", None);
+    assert_eq!(
+        failure_kind(&evaluation),
+        "memory",
+        "{:?}",
+        evaluation.outcome
+    );
+}
+
+#[test]
+fn deep_recursion_overflows_the_stack() {
+    // Rust guests keep their frames on a shadow stack in linear memory, which runs out before
+    // the wasm stack does: either way the evaluation ends with a recorded error naming it.
+    let evaluation = run_behaviour("deep-recursion", None);
+    let failure = evaluation.outcome.as_ref().unwrap_err();
+    assert!(
+        failure.kind == "stack-overflow"
+            || (failure.kind == "trap" && failure.message.contains("recursion")),
+        "{failure:?}"
+    );
+}
+
+#[test]
+fn a_panic_is_recorded_with_its_message() {
+    let evaluation = run_behaviour("panic", None);
+    assert_eq!(failure_kind(&evaluation), "panic");
+    let message = &evaluation.outcome.as_ref().unwrap_err().message;
+    assert!(message.contains("TestMisbehaving"), "{message}");
+}
+
+#[test]
+fn a_trap_is_recorded() {
+    assert_eq!(failure_kind(&run_behaviour("trap", None)), "trap");
+}
+
+#[test]
+fn a_proposal_flood_hits_the_cap_and_keeps_what_was_admitted() {
+    let evaluation = run_behaviour("flood-proposals", None);
+    assert_eq!(failure_kind(&evaluation), "proposal-cap");
+    assert!(evaluation.proposal_calls > test_limits().max_proposals);
+}
+
+#[test]
+fn a_batched_proposal_flood_hits_the_cap() {
+    let evaluation = run_behaviour("flood-proposal-batches", None);
+    assert_eq!(failure_kind(&evaluation), "proposal-cap");
+    assert!(evaluation.proposal_calls > test_limits().max_proposals);
+    // The pods within the cap were proposed: every pod of the cluster once, the rest refused.
+    assert_eq!(evaluation.state.proposals().len(), 6);
+}
+
+#[test]
+fn batched_proposals_decide_exactly_as_single_ones() {
+    let policy = misbehaving();
+    let snapshot = small_cluster();
+    let limited = |snapshot: &Arc<ClusterSnapshot>| {
+        let mut session = session(snapshot);
+        // All six pods are on node-0: the last two are refused by the node limit.
+        session.state = RunState::new(
+            snapshot.cluster(),
+            Limits {
+                per_node: Some(4),
+                ..Limits::default()
+            },
+        );
+        session
+    };
+    let run = |behaviour: &str| {
+        let evaluation = engine().evaluate(
+            &policy,
+            ExtensionPoint::Deschedule,
+            &json!({"behaviour": behaviour, "count": 6}),
+            limited(&snapshot),
+        );
+        assert_eq!(failure_kind(&evaluation), "ok", "{behaviour}");
+        evaluation
+    };
+    let single = run("propose");
+    let batched = run("propose-batch");
+    let pods = |e: &Evaluation| {
+        (
+            e.state
+                .proposals()
+                .iter()
+                .map(|p| p.pod)
+                .collect::<Vec<_>>(),
+            e.state
+                .refusals()
+                .iter()
+                .map(|r| (r.pod, r.refusal.clone()))
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(pods(&single).0.len(), 4);
+    assert_eq!(pods(&single).1.len(), 2);
+    assert_eq!(pods(&batched), pods(&single));
+    assert_eq!(batched.proposal_calls, single.proposal_calls);
+    assert_eq!(batched.logs, single.logs);
+}
+
+#[test]
+fn a_log_flood_hits_the_cap() {
+    assert_eq!(failure_kind(&run_behaviour("flood-logs", None)), "log-cap");
+}
+
+#[test]
+fn the_engine_keeps_working_after_failures() {
+    for behaviour in ["infinite-loop", "trap", "panic"] {
+        assert_ne!(failure_kind(&run_behaviour(behaviour, None)), "ok");
+        assert_eq!(failure_kind(&run_behaviour("propose", Some(1))), "ok");
+    }
+}
+
+#[test]
+fn sections_are_mapped_into_the_guest_and_its_writes_stay_in_its_sandbox() {
+    let snapshot = small_cluster();
+    #[cfg(target_os = "linux")]
+    assert!(
+        snapshot.archive().is_mappable(),
+        "the archive lives in a sealed file"
+    );
+    let before = snapshot.archive_bytes().to_vec();
+
+    // The guest overwrites its placed copy of the core, checks that the writes took, and then
+    // proposes: it still reads the real snapshot through the SDK's own placement.
+    let evaluation = engine().evaluate(
+        &misbehaving(),
+        ExtensionPoint::Deschedule,
+        &json!({"behaviour": "scribble-snapshot", "count": 2}),
+        session(&snapshot),
+    );
+    assert_eq!(failure_kind(&evaluation), "ok", "{:?}", evaluation.outcome);
+    assert_eq!(evaluation.state.proposals().len(), 2);
+    assert!(
+        evaluation
+            .sections
+            .iter()
+            .filter(|(s, _)| *s == Section::Core)
+            .count()
+            >= 2,
+        "{:?}",
+        evaluation.sections
+    );
+    assert_eq!(
+        snapshot.archive_bytes(),
+        &before[..],
+        "the archive is untouched"
+    );
+
+    // A later evaluation on the same snapshot sees the original bytes.
+    let again = engine().evaluate(
+        &misbehaving(),
+        ExtensionPoint::Deschedule,
+        &json!({"behaviour": "propose", "count": 2}),
+        session(&snapshot),
+    );
+    assert_eq!(failure_kind(&again), "ok");
+    assert_eq!(again.state.proposals(), evaluation.state.proposals());
+}
+
+#[test]
+fn map_section_at_an_unaligned_offset_ends_the_evaluation_with_the_rule_it_broke() {
+    let evaluation = run_behaviour("map-section-unaligned", None);
+    let failure = evaluation.outcome.as_ref().unwrap_err();
+    assert_eq!(failure.kind, "trap", "{failure:?}");
+    assert!(
+        failure.message.contains("map-section") && failure.message.contains("65536"),
+        "{failure:?}"
+    );
+}
+
+/// `remove_failed_pods.wasm` as built against ABI 1.1 (commit 4048ca9, `policy` profile): it
+/// pulls sections with `cluster.snapshot-section` copies, not `map-section`.
+const ABI_1_1_REMOVE_FAILED_PODS: &[u8] =
+    include_bytes!("../../tests/fixtures/abi-1.1/remove_failed_pods.wasm");
+
+#[test]
+fn a_guest_built_against_abi_1_1_still_runs_and_decides_as_the_current_built_in() {
+    let mut items = vec![json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "node-0", "uid": "uid-node-0"},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    })];
+    for (p, phase) in ["Failed", "Running", "Failed"].iter().enumerate() {
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": format!("job-{p}"), "namespace": "batch", "uid": format!("uid-job-{p}"),
+                "creationTimestamp": "2020-01-01T00:00:00Z",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "job",
+                                     "uid": "rs-job", "controller": true}]
+            },
+            "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": phase, "startTime": "2020-01-01T00:00:00Z",
+                       "containerStatuses": [{"name": "c", "restartCount": 0,
+                           "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}
+        }));
+    }
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let objects = cluster::parse_list(list.to_string().as_bytes(), cluster::Format::Json).unwrap();
+    let snapshot = Arc::new(cluster::build_snapshot(&objects, 1, 1_700_000_000_000).unwrap());
+
+    let old = engine()
+        .compile(ABI_1_1_REMOVE_FAILED_PODS)
+        .expect("a 1.1 guest is accepted");
+    assert_eq!(old.meta.abi_version, "1.1.0");
+    let (_, current) = rebalancer_builtins::modules()
+        .iter()
+        .find(|(name, _)| name.replace('_', "-") == "remove-failed-pods")
+        .expect("RemoveFailedPods is a built-in");
+    let current = engine().compile(current).unwrap();
+    assert_eq!(current.meta.abi_version, ABI_VERSION);
+
+    let run = |policy: &CompiledPolicy| {
+        let evaluation = engine().evaluate(
+            policy,
+            ExtensionPoint::Deschedule,
+            &json!({}),
+            session(&snapshot),
+        );
+        assert_eq!(failure_kind(&evaluation), "ok", "{:?}", evaluation.outcome);
+        evaluation
+    };
+    let (old, current) = (run(&old), run(&current));
+    let proposed = |e: &Evaluation| {
+        let cluster = snapshot.cluster();
+        let mut names: Vec<String> = e
+            .state
+            .proposals()
+            .iter()
+            .map(|p| cluster.pod(p.pod).name().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(proposed(&current), ["job-0", "job-2"]);
+    assert_eq!(proposed(&old), proposed(&current));
+}
