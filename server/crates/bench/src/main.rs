@@ -8,15 +8,21 @@
 //!   runs through the API, and each built-in policy also run natively ([`native`]) for the
 //!   wasm/native ratio.
 //! - [`ingest`] (`ingest`): parse + snapshot build of a cluster file in-process, no server.
-//! - `generate`: writes a generated cluster to a file ([`rebalancer_sim`]).
+//! - `generate` (in this file): writes a reference cluster (`small`, `medium`, `large`) to
+//!   `DIR/<size>.json`, byte for byte what the Python generator `gen_large.py` writes
+//!   ([`rebalancer_sim::reference`]).
 
 mod bench;
 mod ingest;
 mod native;
 
-use std::path::PathBuf;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
+use anyhow::Context as _;
 use clap::Parser;
+use rebalancer_sim::reference::{self, Size};
 
 #[derive(Debug, Parser)]
 #[command(name = "rebalancer-bench", version, about)]
@@ -28,11 +34,46 @@ enum Cli {
         /// A scenario file `{"policy": …, "objects": List}` or a kubectl `List`.
         file: PathBuf,
     },
+    /// Write a reference cluster to `DIR/<size>.json`: `{"policy": …, "objects": List}`.
+    Generate {
+        /// `small` (500 nodes, 15,000 pods), `medium` (2,000 / 60,000) or `large` (5,000 /
+        /// 150,000, ~420 MB).
+        size: Size,
+        /// Directory to write into (created when missing).
+        dir: PathBuf,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse() {
         Cli::Run(args) => bench::run(args),
         Cli::Ingest { file } => ingest::run(&file),
+        Cli::Generate { size, dir } => generate(size, &dir),
     }
+}
+
+/// Write `size`'s reference cluster to `dir/<size>.json`, through a temporary file renamed into
+/// place, so an interrupted run never leaves a truncated cluster behind.
+fn generate(size: Size, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("{}.json", size.name()));
+    let partial = dir.join(format!(".{}.json.partial", size.name()));
+    let started = Instant::now();
+    let mut file = std::fs::File::create(&partial)
+        .with_context(|| format!("creating {}", partial.display()))?;
+    reference::write_scenario(size, &mut file)
+        .and_then(|()| file.flush())
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, &path).with_context(|| format!("renaming to {}", path.display()))?;
+    let bytes = std::fs::metadata(&path)?.len();
+    eprintln!(
+        "{}: {} nodes, {} pods, {:.1} MB in {:.1} s",
+        path.display(),
+        size.nodes(),
+        size.pods(),
+        bytes as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }

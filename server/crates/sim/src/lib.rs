@@ -1,12 +1,16 @@
 //! # Simulated clusters
 //!
-//! Generators of whole clusters as Kubernetes `List` documents, for people and for measurement.
+//! Deterministic Kubernetes clusters as `List` documents, for people and for measurement.
 //!
 //! # Layout
 //! - [`demo`]: the demo cluster a new server loads (20 nodes, 320 pods, visibly unbalanced), and
-//!   [`demo::SimulatedCluster`], the same shape at any size (`rebalancer-bench --nodes/--pods`).
+//!   [`demo::SimulatedCluster`], the same shape at any size (`rebalancer-bench run --nodes/--pods`).
+//! - [`reference`]: the benchmark's reference clusters (`small`, `medium`, `large`), an exact,
+//!   byte-for-byte port of the Python generator `gen_large.py` the descheduler comparison was
+//!   measured with (`rebalancer-bench generate`).
 //!
-//! Must not: depend on the server, the store or the engine: a generator writes JSON, and
-//! whoever loads it ingests it like any other snapshot.
+//! Must not: depend on the server, the store, the engine or the policies: a generator writes
+//! JSON, and whoever loads it ingests it like any other snapshot.
 
 pub mod demo;
+pub mod reference;
