@@ -85,7 +85,4 @@ impl Policy for RemovePodsViolatingInterPodAntiAffinity {
 rebalancer_policy_sdk::export_policy!(RemovePodsViolatingInterPodAntiAffinity);
 
 #[cfg(test)]
-mod perf;
-
-#[cfg(test)]
 mod tests;

@@ -88,7 +88,4 @@ impl Policy for RemovePodsViolatingTopologySpreadConstraint {
 rebalancer_policy_sdk::export_policy!(RemovePodsViolatingTopologySpreadConstraint);
 
 #[cfg(test)]
-mod perf;
-
-#[cfg(test)]
 mod tests;
