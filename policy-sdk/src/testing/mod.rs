@@ -25,8 +25,9 @@
 //!   [`TestContainer`], [`TestTerm`]/[`TestAffinityTerm`]/[`TestSpread`], [`TestPdb`] and
 //!   [`TestNamespace`]); `selectors`: the private pieces they share;
 //! - `cluster`: [`TestCluster`] and its snapshot; `session`: [`TestSession`] and [`run`];
-//! - `outcome`: [`TestRun`], [`Proposal`], [`Refused`].
+//! - `outcome`: [`TestRun`], [`Proposal`], [`Refused`]; `args`: [`check_args`].
 
+mod args;
 mod cluster;
 mod node;
 mod objects;
@@ -39,6 +40,7 @@ mod session;
 #[cfg(test)]
 mod tests;
 
+pub use args::check_args;
 pub use cluster::TestCluster;
 pub use node::TestNode;
 pub use objects::{TestNamespace, TestPdb};
