@@ -7,8 +7,9 @@
 //! # Layout
 //! - [`args`]: `PodLifeTimeArgs` (serde shape, validation, JSON Schema).
 //! - [`plan`]: the Deschedule pass — criteria, candidates, age order, proposals.
-//! - [`scope`]: the `namespaces`/`labelSelector` args, refusal handling and formatting shared
-//!   with the other deschedule plugins of this family.
+//! - `descheduler-common` (shared with the other descheduler plugins): the `namespaces`/
+//!   `labelSelector` args and their matcher (`scope`), refusal handling (`tally`) and formatting.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Differences from descheduler: ages are measured against the snapshot time, not the wall clock
 //! at the moment each pod is looked at; pods of equal age keep node-scope and snapshot order
@@ -17,7 +18,6 @@
 
 pub mod args;
 pub mod plan;
-pub mod scope;
 
 use rebalancer_policy_sdk::{ArgError, Context, ExtensionPoint, LogLevel, Policy, PolicyInfo};
 

@@ -7,8 +7,9 @@
 //! # Layout
 //! - [`args`]: `RemoveFailedPodsArgs` (serde shape, defaults, validation, JSON Schema).
 //! - [`plan`]: the Deschedule pass — criteria, candidates per node, proposals.
-//! - [`scope`]: the `namespaces`/`labelSelector` args, refusal handling and formatting shared
-//!   with the other deschedule plugins of this family (compiled from `pod-life-time`).
+//! - `descheduler-common` (shared with the other descheduler plugins): the `namespaces`/
+//!   `labelSelector` args and their matcher (`scope`), refusal handling (`tally`) and formatting.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Differences from descheduler: ages are measured against the snapshot time; a pod whose
 //! creation time is after it is young (descheduler v0.36 on amd64 turns the negative age into a
@@ -17,8 +18,6 @@
 
 pub mod args;
 pub mod plan;
-#[path = "../../pod-life-time/src/scope.rs"]
-pub mod scope;
 
 use rebalancer_policy_sdk::{ArgError, Context, ExtensionPoint, LogLevel, Policy, PolicyInfo};
 

@@ -9,16 +9,15 @@
 //! - [`args`]: `RemovePodsHavingTooManyRestartsArgs` (serde shape, validation, JSON Schema).
 //! - [`plan`]: the Deschedule pass — restart counts, states, candidates per node, order,
 //!   proposals.
-//! - [`scope`]: the `namespaces`/`labelSelector` args, refusal handling and formatting shared
-//!   with the other deschedule plugins of this family (compiled from `pod-life-time`).
+//! - `descheduler-common` (shared with the other descheduler plugins): the `namespaces`/
+//!   `labelSelector` args and their matcher (`scope`), refusal handling (`tally`) and formatting.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Difference from descheduler: pods with as many restarts as each other keep snapshot order
 //! (descheduler's sort is unstable there).
 
 pub mod args;
 pub mod plan;
-#[path = "../../pod-life-time/src/scope.rs"]
-pub mod scope;
 
 use rebalancer_policy_sdk::{ArgError, Context, ExtensionPoint, LogLevel, Policy, PolicyInfo};
 

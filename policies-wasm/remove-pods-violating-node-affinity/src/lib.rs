@@ -8,16 +8,15 @@
 //! # Layout
 //! - [`args`]: `RemovePodsViolatingNodeAffinityArgs` (serde shape, validation, JSON Schema).
 //! - [`plan`]: the Deschedule pass per affinity type — candidates, fit, proposals.
-//! - [`scope`]: the `namespaces`/`labelSelector` args, refusal handling and formatting shared
-//!   with the other deschedule plugins of this family (compiled from `pod-life-time`).
+//! - `descheduler-common` (shared with the other descheduler plugins): the `namespaces`/
+//!   `labelSelector` args and their matcher (`scope`), refusal handling (`tally`) and formatting.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Differences from descheduler: an unknown `nodeAffinityType` is a validation error (descheduler
 //! logs it at run time and ignores it); pods on a node are visited in snapshot order.
 
 pub mod args;
 pub mod plan;
-#[path = "../../pod-life-time/src/scope.rs"]
-pub mod scope;
 
 use rebalancer_policy_sdk::{ArgError, Context, ExtensionPoint, LogLevel, Policy, PolicyInfo};
 

@@ -29,7 +29,8 @@ use rebalancer_policy_sdk::model::{ArchivedRequirement, ArchivedSelectorOperator
 use rebalancer_policy_sdk::{Cluster, Context, NodeRef, PodRef};
 
 use crate::args::{PREFERRED, REQUIRED, RemovePodsViolatingNodeAffinityArgs};
-use crate::scope::{Details, Next, PodScope, Tally, propose};
+use descheduler_common::scope::PodScope;
+use descheduler_common::tally::{Details, Next, Tally, propose};
 
 /// The pass, with its summary.
 pub fn deschedule(
@@ -94,14 +95,7 @@ fn run(
             if pods.is_empty() {
                 continue;
             }
-            // Filter and PreEvictionFilter are pure predicates over the pod: applying them after
-            // the plugin's own cheap checks selects the same pods as descheduler's filter.
-            let pods = ctx.filter(&pods);
-            let pods = if pods.is_empty() {
-                pods
-            } else {
-                ctx.pre_eviction_filter(&pods)
-            };
+            let pods = ctx.filter_for_eviction(&pods);
             for pod_id in pods {
                 let fits = ctx.node_fit(pod_id, &nodes);
                 let Some(&target) = fits.first() else {

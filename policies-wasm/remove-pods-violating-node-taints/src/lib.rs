@@ -7,16 +7,15 @@
 //! # Layout
 //! - [`args`]: `RemovePodsViolatingNodeTaintsArgs` (serde shape, validation, JSON Schema).
 //! - [`plan`]: the Deschedule pass — considered taints per node, candidates, proposals.
-//! - [`scope`]: the `namespaces`/`labelSelector` args, refusal handling and formatting shared
-//!   with the other deschedule plugins of this family (compiled from `pod-life-time`).
+//! - `descheduler-common` (shared with the other descheduler plugins): the `namespaces`/
+//!   `labelSelector` args and their matcher (`scope`), refusal handling (`tally`) and formatting.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Toleration semantics come from the SDK (`k8s::taints`), the same code the host's nodeFit uses.
 //! Difference from descheduler: pods on a node are visited in snapshot order, not informer order.
 
 pub mod args;
 pub mod plan;
-#[path = "../../pod-life-time/src/scope.rs"]
-pub mod scope;
 
 use rebalancer_policy_sdk::{ArgError, Context, ExtensionPoint, LogLevel, Policy, PolicyInfo};
 
