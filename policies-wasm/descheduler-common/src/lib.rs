@@ -10,8 +10,16 @@
 //!   [`scope::PodScope`], their resolved matcher.
 //! - [`tally`]: [`tally::propose`], one proposal with descheduler's reaction to a refusal, counted
 //!   in a [`tally::Tally`].
+//! - [`order`]: descheduler's eviction order ([`order::eviction_order`]).
+//! - [`utilization`]: requests-based node usage of the node-utilization plugins.
+//! - [`destinations`]: the destination nodes' taints of the node-utilization plugins.
+//! - [`args`]: small serde helpers of the plugins' args.
 //! - [`format`]: text helpers for reasons and logs.
 
+pub mod args;
+pub mod destinations;
 pub mod format;
+pub mod order;
 pub mod scope;
 pub mod tally;
+pub mod utilization;

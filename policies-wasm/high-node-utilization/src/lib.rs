@@ -9,6 +9,10 @@
 //! - [`args`]: `HighNodeUtilizationArgs` (serde shape, validation, JSON Schema).
 //! - [`plan`]: the Balance pass — usage, classification, destination pool, eviction order,
 //!   proposals and stop conditions.
+//! - `descheduler-common` (shared with LowNodeUtilization and the other plugins): usage,
+//!   capacity and percentages (`utilization`), destination taints (`destinations`), the eviction
+//!   order (`order`), the `evictableNamespaces` arg and formatting.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Known differences from descheduler:
 //! - A pod's usage is its effective requests as recorded in the snapshot

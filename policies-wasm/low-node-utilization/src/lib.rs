@@ -9,6 +9,10 @@
 //! - [`args`]: `LowNodeUtilizationArgs` (serde shape, validation, JSON Schema).
 //! - [`plan`]: the Balance pass — usage, thresholds, classification, headroom pool, eviction order,
 //!   proposals and stop conditions.
+//! - `descheduler-common` (shared with HighNodeUtilization and the other plugins): usage,
+//!   capacity and percentages (`utilization`), destination taints (`destinations`), the eviction
+//!   order (`order`), the `evictableNamespaces` arg and formatting.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Known differences from descheduler, all forced by the backend:
 //! - `metricsUtilization` (metrics-server or Prometheus) is parsed and validated like descheduler
