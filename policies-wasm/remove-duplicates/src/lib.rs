@@ -11,6 +11,9 @@
 //!   required node affinity), cached on interned signatures.
 //! - [`fit`]: `targetResourceFit` (Rebalancer extension, off by default): room on the target.
 //! - [`intern`]: dense ids for short integer sequences.
+//! - `descheduler-common`: the `namespaces` arg and its matcher (`scope`), shared with the other
+//!   plugins.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Deliberate differences from descheduler: owners and nodes are visited in a fixed order (first
 //! appearance, scope order) instead of Go map order, and on each node the pods kept are the first

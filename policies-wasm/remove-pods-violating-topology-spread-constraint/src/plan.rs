@@ -36,9 +36,7 @@ use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::rc::Rc;
 
 use rebalancer_policy_sdk::k8s::affinity::pod_matches_node_selector_and_required_affinity;
-use rebalancer_policy_sdk::k8s::selector::{
-    LabelSelectorSpec, ResolvedSelector, label_selector_is_valid, label_selector_matches,
-};
+use rebalancer_policy_sdk::k8s::selector::{label_selector_is_valid, label_selector_matches};
 use rebalancer_policy_sdk::k8s::taints::tolerates_all;
 use rebalancer_policy_sdk::model::{
     ArchivedInclusionPolicy, ArchivedKeyValue, ArchivedLabelSelector, ArchivedRequirement,
@@ -47,6 +45,8 @@ use rebalancer_policy_sdk::model::{
 };
 use rebalancer_policy_sdk::view::taint_effect;
 use rebalancer_policy_sdk::{Cluster, Context, Details, NodeRef, PodRef, Refusal};
+
+use descheduler_common::scope::PodScope;
 
 use crate::args::RemovePodsViolatingTopologySpreadConstraintArgs;
 
@@ -117,7 +117,11 @@ fn propose(
 
     // Counted pods, in snapshot order (one sequential pass), grouped by namespace in order of
     // first appearance.
-    let filter = PodFilter::new(cluster, args)?;
+    let filter = PodScope::try_new(
+        cluster,
+        args.namespaces.as_ref(),
+        args.label_selector.as_ref(),
+    )?;
     let mut in_scope = vec![false; cluster.node_count()];
     for &n in &scope {
         in_scope[n as usize] = true;
@@ -747,52 +751,4 @@ fn keep_order(pod: PodRef<'_>) -> (bool, std::cmp::Reverse<Option<i32>>) {
         || affinity.node_required.is_some()
         || !affinity.node_preferred.is_empty();
     (!pinned, std::cmp::Reverse(pod.priority()))
-}
-
-/// The plugin's own pod filter: `namespaces` and `labelSelector`.
-struct PodFilter {
-    include: Option<Vec<StrId>>,
-    exclude: Vec<StrId>,
-    selector: Option<ResolvedSelector>,
-}
-
-impl PodFilter {
-    fn new(
-        cluster: Cluster<'_>,
-        args: &RemovePodsViolatingTopologySpreadConstraintArgs,
-    ) -> Result<Self, String> {
-        let ids = |names: &[String]| -> Vec<StrId> {
-            names.iter().filter_map(|n| cluster.lookup(n)).collect()
-        };
-        let (include, exclude) = match &args.namespaces {
-            Some(ns) if !ns.include.is_empty() => (Some(ids(&ns.include)), Vec::new()),
-            Some(ns) => (None, ids(&ns.exclude)),
-            None => (None, Vec::new()),
-        };
-        let selector = match &args.label_selector {
-            Some(spec) => Some(resolve(spec, cluster)?),
-            None => None,
-        };
-        Ok(PodFilter {
-            include,
-            exclude,
-            selector,
-        })
-    }
-
-    fn admits(&self, pod: PodRef<'_>) -> bool {
-        let ns = pod.namespace_id();
-        self.include.as_ref().is_none_or(|inc| inc.contains(&ns))
-            && !self.exclude.contains(&ns)
-            && self
-                .selector
-                .as_ref()
-                .is_none_or(|s| s.matches(pod.cluster(), &pod.raw.labels))
-    }
-}
-
-fn resolve(spec: &LabelSelectorSpec, cluster: Cluster<'_>) -> Result<ResolvedSelector, String> {
-    spec.to_selector()
-        .map(|s| s.resolve(cluster))
-        .map_err(|e| format!("invalid labelSelector: {e}"))
 }
