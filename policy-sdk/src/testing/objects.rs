@@ -35,10 +35,7 @@ impl TestPdb {
     }
 
     pub fn match_label(mut self, key: &str, value: &str) -> Self {
-        self.selector
-            .get_or_insert_with(SelectorSpec::default)
-            .labels
-            .push((key.to_owned(), value.to_owned()));
+        SelectorSpec::add_label(&mut self.selector, key, value);
         self
     }
 
@@ -48,10 +45,7 @@ impl TestPdb {
         operator: SelectorOperator,
         values: &[&str],
     ) -> Self {
-        self.selector
-            .get_or_insert_with(SelectorSpec::default)
-            .exprs
-            .push((key.to_owned(), operator, owned(values)));
+        SelectorSpec::add_expression(&mut self.selector, key, operator, values);
         self
     }
 

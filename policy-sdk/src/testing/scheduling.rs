@@ -70,10 +70,7 @@ impl TestAffinityTerm {
     }
 
     pub fn match_label(mut self, key: &str, value: &str) -> Self {
-        self.selector
-            .get_or_insert_with(SelectorSpec::default)
-            .labels
-            .push((key.to_owned(), value.to_owned()));
+        SelectorSpec::add_label(&mut self.selector, key, value);
         self
     }
 
@@ -83,10 +80,7 @@ impl TestAffinityTerm {
         operator: SelectorOperator,
         values: &[&str],
     ) -> Self {
-        self.selector
-            .get_or_insert_with(SelectorSpec::default)
-            .exprs
-            .push((key.to_owned(), operator, owned(values)));
+        SelectorSpec::add_expression(&mut self.selector, key, operator, values);
         self
     }
 
@@ -152,10 +146,7 @@ impl TestSpread {
     }
 
     pub fn match_label(mut self, key: &str, value: &str) -> Self {
-        self.selector
-            .get_or_insert_with(SelectorSpec::default)
-            .labels
-            .push((key.to_owned(), value.to_owned()));
+        SelectorSpec::add_label(&mut self.selector, key, value);
         self
     }
 
@@ -165,10 +156,7 @@ impl TestSpread {
         operator: SelectorOperator,
         values: &[&str],
     ) -> Self {
-        self.selector
-            .get_or_insert_with(SelectorSpec::default)
-            .exprs
-            .push((key.to_owned(), operator, owned(values)));
+        SelectorSpec::add_expression(&mut self.selector, key, operator, values);
         self
     }
 

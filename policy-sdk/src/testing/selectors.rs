@@ -15,6 +15,28 @@ pub(super) struct SelectorSpec {
 }
 
 impl SelectorSpec {
+    /// `matchLabels[key] = value` on `selector`, which is created (empty) first if needed; what
+    /// every builder's `match_label` does.
+    pub(super) fn add_label(selector: &mut Option<SelectorSpec>, key: &str, value: &str) {
+        selector
+            .get_or_insert_with(SelectorSpec::default)
+            .labels
+            .push((key.to_owned(), value.to_owned()));
+    }
+
+    /// One `matchExpressions` entry on `selector`, created first if needed.
+    pub(super) fn add_expression(
+        selector: &mut Option<SelectorSpec>,
+        key: &str,
+        operator: SelectorOperator,
+        values: &[&str],
+    ) {
+        selector
+            .get_or_insert_with(SelectorSpec::default)
+            .exprs
+            .push((key.to_owned(), operator, owned(values)));
+    }
+
     pub(super) fn build(&self, b: &mut SnapshotBuilder) -> LabelSelector {
         LabelSelector {
             match_labels: self
