@@ -14,6 +14,7 @@
 //! - [`utilization`]: requests-based node usage of the node-utilization plugins.
 //! - [`destinations`]: the destination nodes' taints of the node-utilization plugins.
 //! - [`args`]: small serde helpers of the plugins' args.
+//! - [`signature`]: integer encodings of selectors for cache keys.
 //! - [`format`]: text helpers for reasons and logs.
 
 pub mod args;
@@ -21,5 +22,6 @@ pub mod destinations;
 pub mod format;
 pub mod order;
 pub mod scope;
+pub mod signature;
 pub mod tally;
 pub mod utilization;

@@ -39,14 +39,14 @@ use rebalancer_policy_sdk::k8s::affinity::pod_matches_node_selector_and_required
 use rebalancer_policy_sdk::k8s::selector::{label_selector_is_valid, label_selector_matches};
 use rebalancer_policy_sdk::k8s::taints::tolerates_all;
 use rebalancer_policy_sdk::model::{
-    ArchivedInclusionPolicy, ArchivedKeyValue, ArchivedLabelSelector, ArchivedRequirement,
-    ArchivedSelectorOperator, ArchivedTolerationOperator, ArchivedTopologySpreadConstraint,
-    ArchivedWhenUnsatisfiable, StrId, TaintEffect,
+    ArchivedInclusionPolicy, ArchivedKeyValue, ArchivedLabelSelector, ArchivedTolerationOperator,
+    ArchivedTopologySpreadConstraint, ArchivedWhenUnsatisfiable, StrId, TaintEffect,
 };
 use rebalancer_policy_sdk::view::taint_effect;
 use rebalancer_policy_sdk::{Cluster, Context, Details, NodeRef, PodRef, Refusal};
 
 use descheduler_common::scope::PodScope;
+use descheduler_common::signature::{push_node_selector_term, push_requirements};
 
 use crate::args::RemovePodsViolatingTopologySpreadConstraintArgs;
 
@@ -337,8 +337,7 @@ impl<'a> Tsc<'a> {
                 Some(terms) => {
                     out.push(terms.len() as u32);
                     for t in terms.iter() {
-                        push_requirements(&mut out, &t.match_expressions);
-                        push_requirements(&mut out, &t.match_fields);
+                        push_node_selector_term(&mut out, t);
                     }
                 }
             }
@@ -404,23 +403,6 @@ fn push_kvs(out: &mut Vec<u32>, kvs: &[ArchivedKeyValue]) {
     for kv in kvs {
         out.push(kv.key.to_native());
         out.push(kv.value.to_native());
-    }
-}
-
-fn push_requirements(out: &mut Vec<u32>, reqs: &[ArchivedRequirement]) {
-    out.push(reqs.len() as u32);
-    for r in reqs {
-        out.push(r.key.to_native());
-        out.push(match r.operator {
-            ArchivedSelectorOperator::In => 0,
-            ArchivedSelectorOperator::NotIn => 1,
-            ArchivedSelectorOperator::Exists => 2,
-            ArchivedSelectorOperator::DoesNotExist => 3,
-            ArchivedSelectorOperator::Gt => 4,
-            ArchivedSelectorOperator::Lt => 5,
-        });
-        out.push(r.values.len() as u32);
-        out.extend(r.values.iter().map(|v| v.to_native()));
     }
 }
 
