@@ -253,6 +253,17 @@ impl<'a> Context<'a> {
         self.host.pre_eviction_filter(pods)
     }
 
+    /// The pods of `pods` that pass Filter and then PreEvictionFilter (PreEvictionFilter is not
+    /// asked when none passes Filter). Both are pure predicates over the pod, so applying them
+    /// after a plugin's own cheap checks selects the same pods as descheduler's combined filter.
+    pub fn filter_for_eviction(&mut self, pods: &[u32]) -> Vec<u32> {
+        let passed = self.filter(pods);
+        if passed.is_empty() {
+            return passed;
+        }
+        self.pre_eviction_filter(&passed)
+    }
+
     pub fn passes_pre_eviction_filter(&mut self, pod: u32) -> bool {
         !self.host.pre_eviction_filter(&[pod]).is_empty()
     }

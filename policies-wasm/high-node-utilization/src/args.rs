@@ -2,6 +2,7 @@
 //! its validation (`ValidateHighNodeUtilizationArgs`) and the hand-written JSON Schema. Owns no
 //! plugin logic.
 
+use descheduler_common::utilization::{evictable_namespaces_schema, validate_evictable_namespaces};
 use std::collections::BTreeMap;
 
 use rebalancer_policy_sdk::ArgError;
@@ -39,13 +40,9 @@ pub struct HighNodeUtilizationArgs {
     #[serde(
         default,
         deserialize_with = "null_as_default",
-        skip_serializing_if = "is_false"
+        skip_serializing_if = "descheduler_common::args::is_false"
     )]
     pub per_taint_tolerations: bool,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 impl HighNodeUtilizationArgs {
@@ -61,14 +58,9 @@ impl HighNodeUtilizationArgs {
 /// `perTaintTolerations` is a plain boolean and combines with every other arg.
 pub fn validate(args: &HighNodeUtilizationArgs) -> Vec<ArgError> {
     let mut errors = Vec::new();
-    if let Some(ns) = &args.evictable_namespaces
-        && !ns.include.is_empty()
-    {
-        errors.push(ArgError::new(
-            "evictableNamespaces.include",
-            "only Exclude namespaces can be set, inclusion is not supported",
-        ));
-    }
+    errors.extend(validate_evictable_namespaces(
+        args.evictable_namespaces.as_ref(),
+    ));
     if args.thresholds.is_empty() {
         errors.push(ArgError::new(
             "thresholds",
@@ -128,17 +120,7 @@ pub fn schema() -> serde_json::Value {
                 "items": { "enum": [ONLY_THRESHOLDING_RESOURCES] },
                 "default": []
             },
-            "evictableNamespaces": {
-                "description": "Pods in excluded namespaces count towards usage but are never \
-                                evicted. include is not supported.",
-                "type": ["object", "null"],
-                "additionalProperties": false,
-                "properties": {
-                    "exclude": { "type": ["array", "null"], "items": { "type": "string" } },
-                    "include": { "type": ["array", "null"], "items": { "type": "string" }, "maxItems": 0 }
-                },
-                "default": null
-            },
+            "evictableNamespaces": evictable_namespaces_schema(),
             "perTaintTolerations": {
                 "description": "Rebalancer extension, off by default. descheduler lets a pod go \
                                 only to a destination whose taints (every effect, \
@@ -156,17 +138,12 @@ pub fn schema() -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
+    use rebalancer_policy_sdk::testing::check_args;
+
     use super::*;
 
     fn check(json: &str) -> Result<HighNodeUtilizationArgs, Vec<String>> {
-        let args: HighNodeUtilizationArgs =
-            serde_json::from_str(json).map_err(|e| vec![e.to_string()])?;
-        let errors = validate(&args);
-        if errors.is_empty() {
-            Ok(args)
-        } else {
-            Err(errors.iter().map(ToString::to_string).collect())
-        }
+        check_args::<crate::HighNodeUtilization>(json)
     }
 
     #[test]

@@ -9,6 +9,10 @@
 //! - [`args`]: `HighNodeUtilizationArgs` (serde shape, validation, JSON Schema).
 //! - [`plan`]: the Balance pass — usage, classification, destination pool, eviction order,
 //!   proposals and stop conditions.
+//! - `descheduler-common` (shared with LowNodeUtilization and the other plugins): usage,
+//!   capacity and percentages (`utilization`), destination taints (`destinations`), the eviction
+//!   order (`order`), the `evictableNamespaces` arg and formatting.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Known differences from descheduler:
 //! - A pod's usage is its effective requests as recorded in the snapshot
@@ -85,57 +89,6 @@ impl Policy for HighNodeUtilization {
 }
 
 rebalancer_policy_sdk::export_policy!(HighNodeUtilization);
-
-#[cfg(test)]
-#[path = "../../perf/reference_cluster.rs"]
-mod reference_cluster;
-
-#[cfg(test)]
-mod perf {
-    use std::time::Instant;
-
-    use rebalancer_policy_sdk::{Cluster, Context};
-
-    use super::reference_cluster::{self, PassThroughHost};
-    use super::*;
-
-    /// The reference cluster (150k pods / 5k nodes) in well under 100 ms natively. Timing only
-    /// means something in release builds:
-    /// `cargo test -p high-node-utilization --release -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "performance check; run in release with --ignored"]
-    fn reference_cluster_is_fast() {
-        let bytes = reference_cluster::archive();
-        let cluster = Cluster::from_bytes(&bytes).expect("archive");
-        let ready_nodes = cluster
-            .nodes()
-            .filter(|n| n.is_ready())
-            .map(|n| n.id)
-            .collect();
-        let args: HighNodeUtilizationArgs =
-            serde_json::from_str(r#"{"thresholds":{"cpu":20,"memory":20}}"#).expect("args");
-        let mut best = std::time::Duration::MAX;
-        let mut last = plan::Outcome::default();
-        for _ in 0..5 {
-            let mut host = PassThroughHost {
-                ready_nodes: Vec::clone(&ready_nodes),
-                ..PassThroughHost::default()
-            };
-            let mut ctx = Context::new(cluster, &mut host);
-            let start = Instant::now();
-            last = plan::balance(&mut ctx, &args).expect("runs");
-            best = best.min(start.elapsed());
-        }
-        eprintln!("HighNodeUtilization on the reference cluster: {best:?}, {last:?}");
-        assert!(
-            last.proposed > 0,
-            "the reference cluster has fresh, empty nodes"
-        );
-        if !cfg!(debug_assertions) {
-            assert!(best.as_millis() < 100, "took {best:?}");
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,7 @@
 //! validation (descheduler's `ValidateLowNodeUtilizationArgs` plus the checks descheduler only
 //! makes when it builds the plugin) and the hand-written JSON Schema. Owns no plugin logic.
 
+use descheduler_common::utilization::{evictable_namespaces_schema, validate_evictable_namespaces};
 use std::collections::BTreeMap;
 
 use rebalancer_policy_sdk::ArgError;
@@ -49,7 +50,7 @@ pub struct LowNodeUtilizationArgs {
     #[serde(
         default,
         deserialize_with = "null_as_default",
-        skip_serializing_if = "is_false"
+        skip_serializing_if = "descheduler_common::args::is_false"
     )]
     pub target_resource_fit: bool,
     /// Rebalancer extension, off by default: a pod may go to an underutilized node when it
@@ -58,13 +59,9 @@ pub struct LowNodeUtilizationArgs {
     #[serde(
         default,
         deserialize_with = "null_as_default",
-        skip_serializing_if = "is_false"
+        skip_serializing_if = "descheduler_common::args::is_false"
     )]
     pub per_taint_tolerations: bool,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 /// descheduler's `api.EvictionLimits`.
@@ -100,14 +97,9 @@ pub struct Prometheus {
 /// Every problem with the args; descheduler stops at its first error, we list them all.
 pub fn validate(args: &LowNodeUtilizationArgs) -> Vec<ArgError> {
     let mut errors = Vec::new();
-    if let Some(ns) = &args.evictable_namespaces
-        && !ns.include.is_empty()
-    {
-        errors.push(ArgError::new(
-            "evictableNamespaces.include",
-            "only Exclude namespaces can be set, inclusion is not supported",
-        ));
-    }
+    errors.extend(validate_evictable_namespaces(
+        args.evictable_namespaces.as_ref(),
+    ));
     validate_thresholds("thresholds", &args.thresholds, &mut errors);
     validate_thresholds("targetThresholds", &args.target_thresholds, &mut errors);
     if !args.thresholds.is_empty() && !args.target_thresholds.is_empty() {
@@ -308,17 +300,7 @@ pub fn schema() -> serde_json::Value {
                 "type": ["integer", "null"],
                 "default": 0
             },
-            "evictableNamespaces": {
-                "description": "Pods in excluded namespaces count towards usage but are never \
-                                evicted. include is not supported.",
-                "type": ["object", "null"],
-                "additionalProperties": false,
-                "properties": {
-                    "exclude": { "type": ["array", "null"], "items": { "type": "string" } },
-                    "include": { "type": ["array", "null"], "items": { "type": "string" }, "maxItems": 0 }
-                },
-                "default": null
-            },
+            "evictableNamespaces": evictable_namespaces_schema(),
             "evictionLimits": {
                 "description": "Limits of this plugin alone (the profile's limits apply as well).",
                 "type": ["object", "null"],
@@ -380,17 +362,12 @@ pub fn schema() -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
+    use rebalancer_policy_sdk::testing::check_args;
+
     use super::*;
 
     fn check(json: &str) -> Result<LowNodeUtilizationArgs, Vec<String>> {
-        let args: LowNodeUtilizationArgs =
-            serde_json::from_str(json).map_err(|e| vec![e.to_string()])?;
-        let errors = validate(&args);
-        if errors.is_empty() {
-            Ok(args)
-        } else {
-            Err(errors.iter().map(ToString::to_string).collect())
-        }
+        check_args::<crate::LowNodeUtilization>(json)
     }
 
     #[test]

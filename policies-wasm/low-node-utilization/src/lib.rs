@@ -9,6 +9,10 @@
 //! - [`args`]: `LowNodeUtilizationArgs` (serde shape, validation, JSON Schema).
 //! - [`plan`]: the Balance pass — usage, thresholds, classification, headroom pool, eviction order,
 //!   proposals and stop conditions.
+//! - `descheduler-common` (shared with HighNodeUtilization and the other plugins): usage,
+//!   capacity and percentages (`utilization`), destination taints (`destinations`), the eviction
+//!   order (`order`), the `evictableNamespaces` arg and formatting.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Known differences from descheduler, all forced by the backend:
 //! - `metricsUtilization` (metrics-server or Prometheus) is parsed and validated like descheduler
@@ -89,64 +93,6 @@ impl Policy for LowNodeUtilization {
 }
 
 rebalancer_policy_sdk::export_policy!(LowNodeUtilization);
-
-#[cfg(test)]
-#[path = "../../perf/reference_cluster.rs"]
-mod reference_cluster;
-
-#[cfg(test)]
-mod perf {
-    use std::time::Instant;
-
-    use rebalancer_policy_sdk::{Cluster, Context};
-
-    use super::reference_cluster::{self, PassThroughHost};
-    use super::*;
-
-    /// The reference cluster (150k pods / 5k nodes) in well under 100 ms natively. Timing only
-    /// means something in release builds:
-    /// `cargo test -p low-node-utilization --release -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "performance check; run in release with --ignored"]
-    fn reference_cluster_is_fast() {
-        let bytes = reference_cluster::archive();
-        let cluster = Cluster::from_bytes(&bytes).expect("archive");
-        let ready_nodes = cluster
-            .nodes()
-            .filter(|n| n.is_ready())
-            .map(|n| n.id)
-            .collect();
-        // The default args, then with both Rebalancer extensions on.
-        for extensions in [
-            "",
-            r#","targetResourceFit":true,"perTaintTolerations":true"#,
-        ] {
-            let args: LowNodeUtilizationArgs = serde_json::from_str(&format!(
-                r#"{{"thresholds":{{"cpu":20,"memory":20,"pods":20}},
-                    "targetThresholds":{{"cpu":50,"memory":50,"pods":50}}{extensions}}}"#
-            ))
-            .expect("args");
-            let mut best = std::time::Duration::MAX;
-            let mut last = plan::Outcome::default();
-            for _ in 0..5 {
-                let mut host = PassThroughHost {
-                    ready_nodes: Vec::clone(&ready_nodes),
-                    ..PassThroughHost::default()
-                };
-                let mut ctx = Context::new(cluster, &mut host);
-                let start = Instant::now();
-                last = plan::balance(&mut ctx, &args).expect("runs");
-                best = best.min(start.elapsed());
-            }
-            eprintln!(
-                "LowNodeUtilization on the reference cluster ({extensions:?}): {best:?}, {last:?}"
-            );
-            if !cfg!(debug_assertions) {
-                assert!(best.as_millis() < 100, "took {best:?}");
-            }
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests;

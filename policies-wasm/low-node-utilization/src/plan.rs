@@ -24,56 +24,18 @@
 //!
 //! Indexes are dense (scope positions, resource slots); strings are resolved only for reasons.
 
-use rebalancer_policy_sdk::k8s::taints;
-use rebalancer_policy_sdk::model::{ArchivedTaintEffect, NONE, QosClass, StrId, TaintEffect};
-use rebalancer_policy_sdk::view::kv_get;
+use descheduler_common::destinations::Destinations;
+use descheduler_common::format::percentage;
+pub use descheduler_common::order::PREFER_NO_EVICTION;
+use descheduler_common::order::eviction_order;
+use descheduler_common::utilization::{
+    NodeUsage, Resource, capped_capacity, excluded_namespaces, listed_percentages, node_usages,
+    nothing_to_do, raw_usage, release, resources,
+};
+use rebalancer_policy_sdk::model::StrId;
 use rebalancer_policy_sdk::{Cluster, Context, Details, NodeRef, PodRef, Refusal};
 
 use crate::args::{LowNodeUtilizationArgs, METRIC_RESOURCE};
-
-const CPU: &str = "cpu";
-const MEMORY: &str = "memory";
-const PODS: &str = "pods";
-/// descheduler's `descheduler.alpha.kubernetes.io/prefer-no-eviction` annotation.
-pub const PREFER_NO_EVICTION: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
-
-/// How a resource's amounts are read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// Compared in milli-units.
-    Cpu,
-    /// The pod count, not a request.
-    Pods,
-    /// descheduler's Prometheus pseudo-resource: every node has a capacity of 100.
-    Metric,
-    /// memory and every other resource: compared in whole units (`Quantity.Value()`).
-    Other,
-}
-
-/// One resource the pass tracks (descheduler's `extendedResourceNames`).
-#[derive(Debug, Clone)]
-struct Resource {
-    /// Interned id; `None` when no object of the snapshot mentions the resource.
-    id: Option<StrId>,
-    kind: Kind,
-    /// Index into the configured thresholds, when listed there.
-    listed: Option<usize>,
-}
-
-/// Usage and capacity of one node in scope.
-#[derive(Debug, Clone)]
-struct NodeUsage {
-    node: u32,
-    /// Non-terminal pods on the node, in snapshot order.
-    pods: Vec<u32>,
-    /// Per resource slot, milli-units.
-    usage: Vec<i64>,
-    /// Per resource slot, milli-units; `None` when the node does not report the resource.
-    capacity: Vec<Option<i64>>,
-    /// Per resource slot: capacity capped at the node's high threshold (descheduler's
-    /// `available`), milli-units.
-    capped: Vec<i64>,
-}
 
 /// Summary of one pass, for logs and tests.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -118,7 +80,7 @@ fn propose(
     };
 
     let listed: Vec<&String> = args.thresholds.keys().collect();
-    let resources = resources(cluster, &listed);
+    let resources = resources(cluster, &listed, Some(METRIC_RESOURCE));
     let mut nodes = node_usages(cluster, &scope, &resources)?;
 
     // Percentages of allocatable, per node and listed resource (`None`: the node does not report
@@ -157,21 +119,10 @@ fn propose(
     outcome.underutilized = under.len();
     outcome.overutilized = over.len();
 
-    let stop = if under.is_empty() {
-        Some("no node is underutilized".to_string())
-    } else if (under.len() as i64) <= args.number_of_nodes {
-        Some(format!(
-            "{} underutilized nodes, not more than numberOfNodes ({})",
-            under.len(),
-            args.number_of_nodes
-        ))
-    } else if under.len() == scope.len() {
-        Some("all nodes are underutilized".to_string())
-    } else if over.is_empty() {
-        Some("no node is above its target utilization".to_string())
-    } else {
-        None
-    };
+    let stop = nothing_to_do(under.len(), args.number_of_nodes, scope.len()).or_else(|| {
+        over.is_empty()
+            .then(|| "no node is above its target utilization".to_string())
+    });
     if let Some(why) = stop {
         outcome.stopped = Some(why);
         return Ok(outcome);
@@ -191,15 +142,7 @@ fn propose(
 
     // Overutilized nodes by descending raw usage (cpu milli-units + whole units of the rest).
     // Keys computed once per node, not per comparison (stable, like `sort_by_key`).
-    over.sort_by_cached_key(|&i| {
-        std::cmp::Reverse(
-            resources
-                .iter()
-                .enumerate()
-                .map(|(r, res)| i128::from(whole_or_milli(res.kind, nodes[i].usage[r])))
-                .sum::<i128>(),
-        )
-    });
+    over.sort_by_cached_key(|&i| std::cmp::Reverse(raw_usage(&nodes[i], &resources)));
 
     let destinations = Destinations::new(
         cluster,
@@ -210,16 +153,7 @@ fn propose(
     let mut room = args
         .target_resource_fit
         .then(|| TargetRoom::new(cluster, &nodes, &under, &over, &resources));
-    let excluded: Vec<StrId> = args
-        .evictable_namespaces
-        .as_ref()
-        .map(|ns| {
-            ns.exclude
-                .iter()
-                .filter_map(|n| cluster.lookup(n))
-                .collect()
-        })
-        .unwrap_or_default();
+    let excluded = excluded_namespaces(cluster, args.evictable_namespaces.as_ref());
     let prefer_no_eviction = cluster.lookup(PREFER_NO_EVICTION);
     let node_limit = args.eviction_limits.as_ref().and_then(|l| l.node);
     let describe = Describe {
@@ -409,125 +343,6 @@ impl<'r> PreEvictionBatches<'r> {
     }
 }
 
-/// descheduler's `extendedResourceNames`: the listed resources, then cpu, memory and pods.
-fn resources(cluster: Cluster<'_>, listed: &[&String]) -> Vec<Resource> {
-    let mut names: Vec<&str> = listed.iter().map(|s| s.as_str()).collect();
-    for basic in [CPU, MEMORY, PODS] {
-        if !names.contains(&basic) {
-            names.push(basic);
-        }
-    }
-    names
-        .into_iter()
-        .map(|name| Resource {
-            id: cluster.lookup(name),
-            kind: match name {
-                CPU => Kind::Cpu,
-                PODS => Kind::Pods,
-                METRIC_RESOURCE => Kind::Metric,
-                _ => Kind::Other,
-            },
-            listed: listed.iter().position(|l| l.as_str() == name),
-        })
-        .collect()
-}
-
-/// Usage and capacity of every node in scope (one pass over the pods).
-fn node_usages(
-    cluster: Cluster<'_>,
-    scope: &[u32],
-    resources: &[Resource],
-) -> Result<Vec<NodeUsage>, String> {
-    let mut position = vec![NONE; cluster.node_count()];
-    let mut nodes: Vec<NodeUsage> = Vec::with_capacity(scope.len());
-    for (pos, &node_id) in scope.iter().enumerate() {
-        let slot = position
-            .get_mut(node_id as usize)
-            .ok_or_else(|| format!("host listed node {node_id}, which is not in the snapshot"))?;
-        *slot = pos as u32;
-        let node = cluster.node(node_id);
-        nodes.push(NodeUsage {
-            node: node_id,
-            pods: Vec::new(),
-            usage: vec![0; resources.len()],
-            capacity: resources.iter().map(|r| capacity(node, r)).collect(),
-            capped: Vec::new(),
-        });
-    }
-    // Resource slots by interned id, for one scan of each pod's request list.
-    let slots: Vec<(StrId, usize)> = resources
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.kind != Kind::Pods)
-        .filter_map(|(i, r)| r.id.map(|id| (id, i)))
-        .collect();
-    let pods_slot = resources.iter().position(|r| r.kind == Kind::Pods);
-    for pod in cluster.pods() {
-        let Some(node) = pod.node() else { continue };
-        let pos = position[node as usize];
-        if pos == NONE || pod.is_terminal() {
-            continue;
-        }
-        let n = &mut nodes[pos as usize];
-        n.pods.push(pod.id);
-        if let Some(slot) = pods_slot {
-            n.usage[slot] += 1000;
-        }
-        for q in pod.raw.requests.iter() {
-            let resource = q.resource.to_native();
-            if let Some(&(_, slot)) = slots.iter().find(|(id, _)| *id == resource) {
-                n.usage[slot] += q.milli.to_native();
-            }
-        }
-    }
-    Ok(nodes)
-}
-
-/// Allocatable of a resource in milli-units, `None` when the node does not report it.
-fn capacity(node: NodeRef<'_>, resource: &Resource) -> Option<i64> {
-    if resource.kind == Kind::Metric {
-        return Some(100_000);
-    }
-    let id = resource.id?;
-    node.raw
-        .allocatable
-        .iter()
-        .find(|q| q.resource.to_native() == id)
-        .map(|q| q.milli.to_native())
-}
-
-/// `Quantity.Value()` of a milli amount: whole units, rounded up.
-fn whole_units(milli: i64) -> i64 {
-    milli.div_euclid(1000) + i64::from(milli.rem_euclid(1000) != 0)
-}
-
-/// cpu in milli-units, everything else in whole units (descheduler's unit for each).
-fn whole_or_milli(kind: Kind, milli: i64) -> i64 {
-    if kind == Kind::Cpu {
-        milli
-    } else {
-        whole_units(milli)
-    }
-}
-
-/// `ResourceUsageToResourceThreshold` for the listed resources.
-fn listed_percentages(node: &NodeUsage, resources: &[Resource], listed: usize) -> Vec<Option<f64>> {
-    let mut out = vec![None; listed];
-    for (r, res) in resources.iter().enumerate() {
-        let Some(l) = res.listed else { continue };
-        out[l] = node.capacity[r].map(|cap| {
-            let used = whole_or_milli(res.kind, node.usage[r]);
-            let cap = whole_or_milli(res.kind, cap);
-            if cap > 0 {
-                used as f64 / cap as f64 * 100.0
-            } else {
-                0.0
-            }
-        });
-    }
-    out
-}
-
 /// Static thresholds, or the mean ∓ deviations clamped to [0, 100].
 fn limits(
     args: &LowNodeUtilizationArgs,
@@ -563,27 +378,6 @@ fn limits(
     Limits { low, high }
 }
 
-/// descheduler's `capNodeCapacitiesToThreshold` with the node's high threshold.
-fn capped_capacity(node: &NodeUsage, resources: &[Resource], high: &[Option<f64>]) -> Vec<i64> {
-    resources
-        .iter()
-        .enumerate()
-        .map(|(r, res)| {
-            let Some(cap) = node.capacity[r] else {
-                return 0;
-            };
-            let Some(threshold) = res.listed.and_then(|l| high[l]) else {
-                return cap;
-            };
-            let fraction = |capacity: i64| (threshold * 0.01 * capacity as f64) as i64;
-            match res.kind {
-                Kind::Cpu => fraction(cap),
-                _ => fraction(whole_units(cap)).saturating_mul(1000),
-            }
-        })
-        .collect()
-}
-
 /// descheduler's `continueEvictionCond`: the node is still above its capped capacity for some
 /// resource, and the pool has room left for every resource.
 fn keep_evicting(node: &NodeUsage, pool: &[i128]) -> bool {
@@ -594,127 +388,6 @@ fn keep_evicting_with(capped: &[i64], usage: &[i64], pool: &[i128]) -> bool {
     let above = capped.iter().zip(usage).any(|(cap, used)| cap < used);
     above && pool.iter().all(|&room| room > 0)
 }
-
-/// Take an evicted pod's requests off its node's usage and the destinations' pooled headroom.
-fn release(resources: &[Resource], pod: PodRef<'_>, usage: &mut [i64], pool: &mut [i128]) {
-    for (r, res) in resources.iter().enumerate() {
-        let amount = match res.kind {
-            Kind::Pods => 1000,
-            _ => res.id.map_or(0, |id| pod.request(id)),
-        };
-        usage[r] -= amount;
-        pool[r] -= i128::from(amount);
-    }
-}
-
-/// Sort key: priority ascending with unset first, then QoS BestEffort < Burstable < Guaranteed,
-/// then pods without prefer-no-eviction first (descheduler's `SortPodsBasedOnPriorityLowToHigh`).
-fn eviction_order(pod: PodRef<'_>, prefer_no_eviction: Option<StrId>) -> (bool, i32, u8, bool) {
-    let priority = pod.priority();
-    let qos = match pod.qos() {
-        QosClass::BestEffort => 0,
-        QosClass::Burstable => 1,
-        QosClass::Guaranteed => 2,
-    };
-    let prefers_staying =
-        prefer_no_eviction.is_some_and(|key| kv_get(pod.annotations(), key).is_some());
-    (
-        priority.is_some(),
-        priority.unwrap_or(0),
-        qos,
-        prefers_staying,
-    )
-}
-
-/// The underutilized nodes' taints, grouped by identical taint lists.
-struct Destinations<'a> {
-    /// One node per distinct taint list.
-    representatives: Vec<NodeRef<'a>>,
-    /// Per destination, in the order given: the index of its taint list in `representatives`.
-    class: Vec<u32>,
-    /// Some destination passes every pod: it has no taints at all, or with `per_taint` no
-    /// NoSchedule/NoExecute taint.
-    any_open: bool,
-    /// `perTaintTolerations`: match each repelling taint instead of descheduler's count check.
-    per_taint: bool,
-}
-
-impl<'a> Destinations<'a> {
-    fn new(cluster: Cluster<'a>, nodes: impl Iterator<Item = u32>, per_taint: bool) -> Self {
-        let mut seen: Vec<Vec<(StrId, StrId, u8)>> = Vec::new();
-        let mut representatives = Vec::new();
-        let mut class = Vec::new();
-        let mut any_open = false;
-        for id in nodes {
-            let node = cluster.node(id);
-            let taints: Vec<(StrId, StrId, u8)> = node
-                .raw
-                .taints
-                .iter()
-                .map(|t| {
-                    let effect = match t.effect {
-                        ArchivedTaintEffect::NoSchedule => 0,
-                        ArchivedTaintEffect::PreferNoSchedule => 1,
-                        ArchivedTaintEffect::NoExecute => 2,
-                    };
-                    (t.key.to_native(), t.value.to_native(), effect)
-                })
-                .collect();
-            // Effect 1 is PreferNoSchedule, which does not repel under `per_taint`.
-            if taints.iter().all(|t| per_taint && t.2 == 1) {
-                any_open = true;
-            }
-            match seen.iter().position(|t| *t == taints) {
-                Some(c) => class.push(c as u32),
-                None => {
-                    class.push(seen.len() as u32);
-                    seen.push(taints);
-                    representatives.push(node);
-                }
-            }
-        }
-        Destinations {
-            representatives,
-            class,
-            any_open,
-            per_taint,
-        }
-    }
-
-    /// Some destination takes the pod, taint-wise. By default descheduler's `PodToleratesTaints`:
-    /// some destination whose taints are no more numerous than the pod's tolerations has every
-    /// taint (any effect) tolerated. With `per_taint`: some destination has each of its
-    /// NoSchedule/NoExecute taints tolerated.
-    fn tolerated_by(&self, pod: PodRef<'_>) -> bool {
-        // An untainted destination passes the count check and tolerates trivially.
-        self.any_open
-            || self
-                .representatives
-                .iter()
-                .any(|&node| self.admits(pod, node))
-    }
-
-    /// Per taint list: whether the pod may go to a destination with it (into `out`).
-    fn tolerated_classes(&self, pod: PodRef<'_>, out: &mut Vec<bool>) {
-        out.clear();
-        out.extend(
-            self.representatives
-                .iter()
-                .map(|&node| self.admits(pod, node)),
-        );
-    }
-
-    fn admits(&self, pod: PodRef<'_>, node: NodeRef<'_>) -> bool {
-        if self.per_taint {
-            taints::tolerates_all(pod, node, REPELLING)
-        } else {
-            taints::tolerates_node_taints_by_count(pod, node)
-        }
-    }
-}
-
-/// The taint effects that keep a pod off a node.
-const REPELLING: &[TaintEffect] = &[TaintEffect::NoSchedule, TaintEffect::NoExecute];
 
 /// `targetResourceFit` (Rebalancer extension fixing descheduler #1237): the room left below the
 /// target on each destination, so a pod moves only when one destination alone can take it.
@@ -805,10 +478,7 @@ impl TargetRoom {
         destinations: &Destinations<'_>,
     ) -> Option<usize> {
         self.demand.clear();
-        self.demand.extend(resources.iter().map(|r| match r.kind {
-            Kind::Pods => 1000,
-            _ => r.id.map_or(0, |id| pod.request(id)),
-        }));
+        self.demand.extend(resources.iter().map(|r| r.demand(pod)));
         self.demand
             .extend(self.extras.iter().map(|&id| pod.request(id)));
         destinations.tolerated_classes(pod, &mut self.tolerated);
@@ -870,10 +540,10 @@ impl Describe<'_> {
         for (l, name) in self.listed.iter().enumerate() {
             now.push(format!("{name} {:.1}%", percent[l].unwrap_or(0.0)));
             if let Some(h) = self.limits.high[l] {
-                target.push(format!("{name} {}%", trim(h)));
+                target.push(format!("{name} {}%", percentage(h)));
             }
             if let Some(t) = self.limits.low[l] {
-                low.push(format!("{name} ≤ {}%", trim(t)));
+                low.push(format!("{name} ≤ {}%", percentage(t)));
             }
         }
         let (noun, verb) = if self.under == 1 {
@@ -890,14 +560,5 @@ impl Describe<'_> {
             target.join(", "),
             low.join(", ")
         )
-    }
-}
-
-/// A percentage without a trailing `.0`.
-fn trim(p: f64) -> String {
-    if p.fract() == 0.0 {
-        format!("{p:.0}")
-    } else {
-        format!("{p:.1}")
     }
 }

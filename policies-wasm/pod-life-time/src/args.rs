@@ -6,7 +6,9 @@ use rebalancer_policy_sdk::ArgError;
 use rebalancer_policy_sdk::k8s::selector::LabelSelectorSpec;
 use serde::{Deserialize, Serialize};
 
-use crate::scope::{Namespaces, label_selector_schema, namespaces_schema, null_as_default};
+use descheduler_common::scope::{
+    Namespaces, label_selector_schema, namespaces_schema, null_as_default,
+};
 
 /// The values `states` accepts (`podLifeTimeAllowedStates`), by category. Error messages list
 /// them sorted, as descheduler does.
@@ -134,8 +136,10 @@ pub struct PodConditionFilter {
 
 /// `ValidatePodLifeTimeArgs`: every problem, in descheduler's order and words.
 pub fn validate(args: &PodLifeTimeArgs) -> Vec<ArgError> {
-    let mut errors =
-        crate::scope::validate_scope(args.namespaces.as_ref(), args.label_selector.as_ref());
+    let mut errors = descheduler_common::scope::validate_scope(
+        args.namespaces.as_ref(),
+        args.label_selector.as_ref(),
+    );
     if let Some(kinds) = &args.owner_kinds
         && !kinds.include.is_empty()
         && !kinds.exclude.is_empty()
@@ -273,20 +277,12 @@ pub fn schema() -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
+    use rebalancer_policy_sdk::testing::check_args;
+
     use super::*;
 
     fn check(json: &str) -> Result<PodLifeTimeArgs, String> {
-        let args: PodLifeTimeArgs = serde_json::from_str(json).map_err(|e| e.to_string())?;
-        let errors = validate(&args);
-        if errors.is_empty() {
-            Ok(args)
-        } else {
-            Err(errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "))
-        }
+        check_args::<crate::PodLifeTime>(json).map_err(|errors| errors.join("; "))
     }
 
     #[test]

@@ -16,7 +16,9 @@ use rebalancer_policy_sdk::model::{ArchivedContainer, ArchivedContainerKind, Str
 use rebalancer_policy_sdk::{Cluster, Context, PodRef};
 
 use crate::args::PodLifeTimeArgs;
-use crate::scope::{Details, Next, PodScope, Tally, human_duration, phase_name, propose};
+use descheduler_common::format::{human_duration, phase_name};
+use descheduler_common::scope::PodScope;
+use descheduler_common::tally::{Details, Next, Tally, propose};
 
 /// The pass, with its summary.
 pub fn deschedule(ctx: &mut Context<'_>, args: &PodLifeTimeArgs) -> Result<Tally, String> {
@@ -51,14 +53,7 @@ fn run(
             scope.admits(pod) && criteria.matches(pod)
         }));
     }
-    // Filter and PreEvictionFilter are pure predicates over the pod, so applying them after the
-    // plugin's own criteria selects the same pods as descheduler's combined filter.
-    let pods = ctx.filter(&pods);
-    let mut pods = if pods.is_empty() {
-        pods
-    } else {
-        ctx.pre_eviction_filter(&pods)
-    };
+    let mut pods = ctx.filter_for_eviction(&pods);
     pods.sort_by_cached_key(|&p| cluster.pod(p).creation_ms());
 
     let mut tally = Tally {

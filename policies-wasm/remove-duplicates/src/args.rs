@@ -1,6 +1,7 @@
 //! RemoveDuplicates args: the serde shape of descheduler's `RemoveDuplicatesArgs`, its validation
 //! and the hand-written JSON Schema. Owns no plugin logic.
 
+use descheduler_common::scope::{namespaces_schema, validate_scope};
 use rebalancer_policy_sdk::ArgError;
 pub use rebalancer_policy_sdk::args::Namespaces;
 use rebalancer_policy_sdk::args::null_as_default;
@@ -22,29 +23,15 @@ pub struct RemoveDuplicatesArgs {
     #[serde(
         default,
         deserialize_with = "null_as_default",
-        skip_serializing_if = "is_false"
+        skip_serializing_if = "descheduler_common::args::is_false"
     )]
     pub target_resource_fit: bool,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 /// `ValidateRemoveDuplicatesArgs`: at most one of include/exclude may be set.
 /// `targetResourceFit` is a plain boolean and combines with every other arg.
 pub fn validate(args: &RemoveDuplicatesArgs) -> Vec<ArgError> {
-    let mut errors = Vec::new();
-    if let Some(ns) = &args.namespaces
-        && !ns.include.is_empty()
-        && !ns.exclude.is_empty()
-    {
-        errors.push(ArgError::new(
-            "namespaces",
-            "only one of Include/Exclude namespaces can be set",
-        ));
-    }
-    errors
+    validate_scope(args.namespaces.as_ref(), None)
 }
 
 /// JSON Schema (draft 2020-12) of [`RemoveDuplicatesArgs`].
@@ -63,25 +50,7 @@ pub fn schema() -> serde_json::Value {
                 "items": { "type": "string" },
                 "default": []
             },
-            "namespaces": {
-                "description": "Restrict the pods considered by namespace: either include or \
-                                exclude, not both.",
-                "type": ["object", "null"],
-                "additionalProperties": false,
-                "properties": {
-                    "include": { "type": ["array", "null"], "items": { "type": "string" } },
-                    "exclude": { "type": ["array", "null"], "items": { "type": "string" } }
-                },
-                "not": {
-                    "type": "object",
-                    "properties": {
-                        "include": { "type": "array", "minItems": 1 },
-                        "exclude": { "type": "array", "minItems": 1 }
-                    },
-                    "required": ["include", "exclude"]
-                },
-                "default": null
-            },
+            "namespaces": namespaces_schema(),
             "targetResourceFit": {
                 "description": "Rebalancer extension fixing descheduler #1237, off by default \
                                 (descheduler checks taints, nodeSelector and required node \
@@ -102,20 +71,12 @@ pub fn schema() -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
+    use rebalancer_policy_sdk::testing::check_args;
+
     use super::*;
 
     fn parse(json: &str) -> Result<RemoveDuplicatesArgs, String> {
-        let args: RemoveDuplicatesArgs = serde_json::from_str(json).map_err(|e| e.to_string())?;
-        let errors = validate(&args);
-        if errors.is_empty() {
-            Ok(args)
-        } else {
-            Err(errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "))
-        }
+        check_args::<crate::RemoveDuplicates>(json).map_err(|errors| errors.join("; "))
     }
 
     #[test]

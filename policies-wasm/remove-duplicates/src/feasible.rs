@@ -14,12 +14,10 @@
 //! Owns no eviction logic and no Kubernetes semantics of its own: the predicates come from
 //! `rebalancer_policy_sdk::k8s`.
 
+use descheduler_common::signature::push_node_selector_term;
 use rebalancer_policy_sdk::k8s::{affinity, taints};
 use rebalancer_policy_sdk::model::TaintEffect;
-use rebalancer_policy_sdk::model::{
-    ArchivedNodeSelectorTerm, ArchivedRequirement, ArchivedSelectorOperator, ArchivedTaintEffect,
-    ArchivedTolerationOperator,
-};
+use rebalancer_policy_sdk::model::{ArchivedTaintEffect, ArchivedTolerationOperator};
 use rebalancer_policy_sdk::{Cluster, NodeRef, PodRef};
 
 use crate::intern::{FxHashMap, SliceInterner};
@@ -246,7 +244,7 @@ impl<'a> Feasibility<'a> {
             Some(terms) => {
                 key.push(terms.len() as u32);
                 for term in terms.iter() {
-                    encode_term(term, key);
+                    push_node_selector_term(key, term);
                 }
                 true
             }
@@ -279,27 +277,6 @@ impl<'a> Feasibility<'a> {
         });
         (&entry.0, entry.1)
     }
-}
-
-fn encode_requirements(reqs: &[ArchivedRequirement], key: &mut Vec<u32>) {
-    key.push(reqs.len() as u32);
-    for r in reqs {
-        let operator = match r.operator {
-            ArchivedSelectorOperator::In => 0,
-            ArchivedSelectorOperator::NotIn => 1,
-            ArchivedSelectorOperator::Exists => 2,
-            ArchivedSelectorOperator::DoesNotExist => 3,
-            ArchivedSelectorOperator::Gt => 4,
-            ArchivedSelectorOperator::Lt => 5,
-        };
-        key.extend([r.key.to_native(), operator, r.values.len() as u32]);
-        key.extend(r.values.iter().map(|v| v.to_native()));
-    }
-}
-
-fn encode_term(term: &ArchivedNodeSelectorTerm, key: &mut Vec<u32>) {
-    encode_requirements(&term.match_expressions, key);
-    encode_requirements(&term.match_fields, key);
 }
 
 /// The pod tolerates every NoSchedule/NoExecute taint of the node

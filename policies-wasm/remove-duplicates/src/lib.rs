@@ -11,6 +11,9 @@
 //!   required node affinity), cached on interned signatures.
 //! - [`fit`]: `targetResourceFit` (Rebalancer extension, off by default): room on the target.
 //! - [`intern`]: dense ids for short integer sequences.
+//! - `descheduler-common`: the `namespaces` arg and its matcher (`scope`), shared with the other
+//!   plugins.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Deliberate differences from descheduler: owners and nodes are visited in a fixed order (first
 //! appearance, scope order) instead of Go map order, and on each node the pods kept are the first
@@ -84,63 +87,6 @@ impl Policy for RemoveDuplicates {
 }
 
 rebalancer_policy_sdk::export_policy!(RemoveDuplicates);
-
-#[cfg(test)]
-#[path = "../../perf/reference_cluster.rs"]
-mod reference_cluster;
-
-#[cfg(test)]
-mod perf {
-    use std::time::Instant;
-
-    use rebalancer_policy_sdk::{Cluster, Context};
-
-    use super::reference_cluster::{self, PassThroughHost};
-    use super::*;
-
-    /// The reference cluster (150k pods / 5k nodes) in well under 100 ms natively. Timing only
-    /// means something in release builds:
-    /// `cargo test -p remove-duplicates --release -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "performance check; run in release with --ignored"]
-    fn reference_cluster_is_fast() {
-        let bytes = reference_cluster::archive();
-        let cluster = Cluster::from_bytes(&bytes).expect("archive");
-        let ready_nodes = cluster
-            .nodes()
-            .filter(|n| n.is_ready())
-            .map(|n| n.id)
-            .collect();
-        // The default args, then with the Rebalancer extension on.
-        for target_resource_fit in [false, true] {
-            let args = RemoveDuplicatesArgs {
-                target_resource_fit,
-                ..RemoveDuplicatesArgs::default()
-            };
-            let mut best = std::time::Duration::MAX;
-            let mut last = plan::Outcome::default();
-            for _ in 0..5 {
-                let mut host = PassThroughHost {
-                    ready_nodes: Vec::clone(&ready_nodes),
-                    ..PassThroughHost::default()
-                };
-                let mut ctx = Context::new(cluster, &mut host);
-                let start = Instant::now();
-                last = plan::balance(&mut ctx, &args).expect("runs");
-                best = best.min(start.elapsed());
-                assert_eq!(last.proposed, host.proposals);
-            }
-            eprintln!(
-                "RemoveDuplicates on the reference cluster (targetResourceFit: \
-                 {target_resource_fit}): {best:?}, {last:?}"
-            );
-            assert!(last.proposed > 0, "the reference cluster has duplicates");
-            if !cfg!(debug_assertions) {
-                assert!(best.as_millis() < 100, "took {best:?}");
-            }
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests;

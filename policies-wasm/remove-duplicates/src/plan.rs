@@ -19,10 +19,11 @@
 //! only to write reasons. Owner keys are visited in order of first appearance and nodes in scope
 //! order, so runs are reproducible (descheduler iterates Go maps, so its order is random).
 
+use descheduler_common::scope::NamespaceFilter;
 use rebalancer_policy_sdk::model::{ContainerKind, NONE, StrId};
 use rebalancer_policy_sdk::{Cluster, Context, Details, Next, Refusal};
 
-use crate::args::{Namespaces, RemoveDuplicatesArgs};
+use crate::args::RemoveDuplicatesArgs;
 use crate::feasible::Feasibility;
 use crate::fit::TargetFit;
 use crate::intern::{FxHashMap, SliceInterner};
@@ -45,33 +46,6 @@ struct Group {
     /// Duplicates (every candidate but the first per node), as (scope position, pod), in scope
     /// order then snapshot order.
     duplicates: Vec<(u32, u32)>,
-}
-
-/// Which namespaces the `namespaces` arg lets through, resolved to string ids.
-#[derive(Debug)]
-enum NamespaceFilter {
-    All,
-    Include(Vec<StrId>),
-    Exclude(Vec<StrId>),
-}
-
-impl NamespaceFilter {
-    fn new(cluster: Cluster<'_>, namespaces: Option<&Namespaces>) -> Self {
-        let resolve = |names: &[String]| names.iter().filter_map(|n| cluster.lookup(n)).collect();
-        match namespaces {
-            Some(ns) if !ns.include.is_empty() => NamespaceFilter::Include(resolve(&ns.include)),
-            Some(ns) if !ns.exclude.is_empty() => NamespaceFilter::Exclude(resolve(&ns.exclude)),
-            _ => NamespaceFilter::All,
-        }
-    }
-
-    fn allows(&self, namespace: StrId) -> bool {
-        match self {
-            NamespaceFilter::All => true,
-            NamespaceFilter::Include(ids) => ids.contains(&namespace),
-            NamespaceFilter::Exclude(ids) => !ids.contains(&namespace),
-        }
-    }
 }
 
 /// Summary of one pass, for logs and tests.
@@ -233,13 +207,7 @@ fn candidates(ctx: &mut Context<'_>, args: &RemoveDuplicatesArgs, position: &[u3
         }
         pods.push(pod.id);
     }
-    // Filter and PreEvictionFilter are pure predicates over the pod, so applying them after the
-    // cheap checks above selects the same pods as descheduler's combined filter.
-    let pods = ctx.filter(&pods);
-    if pods.is_empty() {
-        return pods;
-    }
-    ctx.pre_eviction_filter(&pods)
+    ctx.filter_for_eviction(&pods)
 }
 
 /// What step 2 needs of one candidate: its duplicate key and its owner groups.

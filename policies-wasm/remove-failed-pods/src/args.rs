@@ -6,7 +6,9 @@ use rebalancer_policy_sdk::ArgError;
 use rebalancer_policy_sdk::k8s::selector::LabelSelectorSpec;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::scope::{Namespaces, label_selector_schema, namespaces_schema, null_as_default};
+use descheduler_common::scope::{
+    Namespaces, label_selector_schema, namespaces_schema, null_as_default,
+};
 
 /// `minPodLifetimeSeconds` when it is not set (or `null`): one hour.
 pub const DEFAULT_MIN_POD_LIFETIME_SECONDS: u64 = 3600;
@@ -77,7 +79,10 @@ fn null_as_default_min_pod_lifetime<'de, D: Deserializer<'de>>(d: D) -> Result<u
 
 /// `ValidateRemoveFailedPodsArgs`.
 pub fn validate(args: &RemoveFailedPodsArgs) -> Vec<ArgError> {
-    crate::scope::validate_scope(args.namespaces.as_ref(), args.label_selector.as_ref())
+    descheduler_common::scope::validate_scope(
+        args.namespaces.as_ref(),
+        args.label_selector.as_ref(),
+    )
 }
 
 /// JSON Schema (draft 2020-12) of [`RemoveFailedPodsArgs`].
@@ -129,20 +134,12 @@ pub fn schema() -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
+    use rebalancer_policy_sdk::testing::check_args;
+
     use super::*;
 
     fn check(json: &str) -> Result<RemoveFailedPodsArgs, String> {
-        let args: RemoveFailedPodsArgs = serde_json::from_str(json).map_err(|e| e.to_string())?;
-        let errors = validate(&args);
-        if errors.is_empty() {
-            Ok(args)
-        } else {
-            Err(errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "))
-        }
+        check_args::<crate::RemoveFailedPods>(json).map_err(|errors| errors.join("; "))
     }
 
     #[test]

@@ -15,7 +15,9 @@ use rebalancer_policy_sdk::model::{ArchivedContainer, ArchivedContainerKind, Pod
 use rebalancer_policy_sdk::{Cluster, Context, PodRef};
 
 use crate::args::RemoveFailedPodsArgs;
-use crate::scope::{Details, Next, PodScope, Tally, human_duration, propose};
+use descheduler_common::format::human_duration;
+use descheduler_common::scope::PodScope;
+use descheduler_common::tally::{Details, Next, Tally, propose};
 
 /// The pass, with its summary.
 pub fn deschedule(ctx: &mut Context<'_>, args: &RemoveFailedPodsArgs) -> Result<Tally, String> {
@@ -56,14 +58,7 @@ fn run(
         if pods.is_empty() {
             continue;
         }
-        // Filter and PreEvictionFilter are pure predicates over the pod: applying them after the
-        // plugin's own checks selects the same pods as descheduler's combined filter.
-        let pods = ctx.filter(&pods);
-        let pods = if pods.is_empty() {
-            pods
-        } else {
-            ctx.pre_eviction_filter(&pods)
-        };
+        let pods = ctx.filter_for_eviction(&pods);
         tally.candidates += pods.len();
         for pod in pods {
             let reason = criteria.describe(cluster.pod(pod));

@@ -6,7 +6,9 @@ use rebalancer_policy_sdk::ArgError;
 use rebalancer_policy_sdk::k8s::selector::LabelSelectorSpec;
 use serde::{Deserialize, Serialize};
 
-use crate::scope::{Namespaces, label_selector_schema, namespaces_schema, null_as_default};
+use descheduler_common::scope::{
+    Namespaces, label_selector_schema, namespaces_schema, null_as_default,
+};
 
 /// The values `states` accepts: the pod phase `Running` and the container waiting reason
 /// `CrashLoopBackOff`.
@@ -38,8 +40,10 @@ pub struct RemovePodsHavingTooManyRestartsArgs {
 
 /// `ValidateRemovePodsHavingTooManyRestartsArgs`: every problem, in descheduler's words.
 pub fn validate(args: &RemovePodsHavingTooManyRestartsArgs) -> Vec<ArgError> {
-    let mut errors =
-        crate::scope::validate_scope(args.namespaces.as_ref(), args.label_selector.as_ref());
+    let mut errors = descheduler_common::scope::validate_scope(
+        args.namespaces.as_ref(),
+        args.label_selector.as_ref(),
+    );
     if args.pod_restart_threshold < 1 {
         errors.push(ArgError::new(
             "podRestartThreshold",
@@ -104,21 +108,13 @@ pub fn schema() -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
+    use rebalancer_policy_sdk::testing::check_args;
+
     use super::*;
 
     fn check(json: &str) -> Result<RemovePodsHavingTooManyRestartsArgs, String> {
-        let args: RemovePodsHavingTooManyRestartsArgs =
-            serde_json::from_str(json).map_err(|e| e.to_string())?;
-        let errors = validate(&args);
-        if errors.is_empty() {
-            Ok(args)
-        } else {
-            Err(errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "))
-        }
+        check_args::<crate::RemovePodsHavingTooManyRestarts>(json)
+            .map_err(|errors| errors.join("; "))
     }
 
     #[test]

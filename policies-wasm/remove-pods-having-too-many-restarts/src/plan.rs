@@ -14,7 +14,8 @@ use rebalancer_policy_sdk::model::{ArchivedContainer, ArchivedContainerKind, Pod
 use rebalancer_policy_sdk::{Cluster, Context, PodRef};
 
 use crate::args::RemovePodsHavingTooManyRestartsArgs;
-use crate::scope::{Details, Next, PodScope, Tally, propose};
+use descheduler_common::scope::PodScope;
+use descheduler_common::tally::{Details, Next, Tally, propose};
 
 /// The pass, with its summary.
 pub fn deschedule(
@@ -58,14 +59,7 @@ fn run(
         if pods.is_empty() {
             continue;
         }
-        // Filter and PreEvictionFilter are pure predicates over the pod: applying them after the
-        // plugin's own checks selects the same pods as descheduler's combined filter.
-        let pods = ctx.filter(&pods);
-        let mut pods = if pods.is_empty() {
-            pods
-        } else {
-            ctx.pre_eviction_filter(&pods)
-        };
+        let mut pods = ctx.filter_for_eviction(&pods);
         tally.candidates += pods.len();
         pods.sort_by_cached_key(|&p| std::cmp::Reverse(criteria.restarts(cluster.pod(p))));
         for pod in pods {

@@ -3,6 +3,9 @@
 //! `includePreferredAntiAffinity`, their validation and the hand-written JSON Schema. Owns no
 //! plugin logic.
 
+use descheduler_common::scope::{
+    described, label_selector_schema, namespaces_schema, validate_scope,
+};
 use rebalancer_policy_sdk::ArgError;
 pub use rebalancer_policy_sdk::args::Namespaces;
 use rebalancer_policy_sdk::args::null_as_default;
@@ -26,40 +29,15 @@ pub struct RemovePodsViolatingInterPodAntiAffinityArgs {
     #[serde(
         default,
         deserialize_with = "null_as_default",
-        skip_serializing_if = "is_false"
+        skip_serializing_if = "descheduler_common::args::is_false"
     )]
     pub include_preferred_anti_affinity: bool,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 /// `ValidateRemovePodsViolatingInterPodAntiAffinityArgs`; descheduler stops at its first error,
 /// we list them all.
 pub fn validate(args: &RemovePodsViolatingInterPodAntiAffinityArgs) -> Vec<ArgError> {
-    let mut errors = Vec::new();
-    if let Some(ns) = &args.namespaces
-        && !ns.include.is_empty()
-        && !ns.exclude.is_empty()
-    {
-        errors.push(ArgError::new(
-            "namespaces",
-            "only one of Include/Exclude namespaces can be set",
-        ));
-    }
-    if let Some(selector) = &args.label_selector {
-        errors.extend(selector.validate("labelSelector").into_iter().map(|e| {
-            ArgError::new(
-                e.field,
-                format!(
-                    "failed to get label selectors from strategy's params: {}",
-                    e.message
-                ),
-            )
-        }));
-    }
-    errors
+    validate_scope(args.namespaces.as_ref(), args.label_selector.as_ref())
 }
 
 /// JSON Schema (draft 2020-12) of [`RemovePodsViolatingInterPodAntiAffinityArgs`].
@@ -72,53 +50,18 @@ pub fn schema() -> serde_json::Value {
         "type": "object",
         "additionalProperties": false,
         "properties": {
-            "namespaces": {
-                "description": "Restrict the pods considered by namespace: either include or \
+            "namespaces": described(
+                namespaces_schema(),
+                "Restrict the pods considered by namespace: either include or \
                                 exclude, not both. Applies to the pods that can cause a violation \
                                 as well as to the candidates, as in descheduler.",
-                "type": ["object", "null"],
-                "additionalProperties": false,
-                "properties": {
-                    "include": { "type": ["array", "null"], "items": { "type": "string" } },
-                    "exclude": { "type": ["array", "null"], "items": { "type": "string" } }
-                },
-                "not": {
-                    "type": "object",
-                    "properties": {
-                        "include": { "type": "array", "minItems": 1 },
-                        "exclude": { "type": "array", "minItems": 1 }
-                    },
-                    "required": ["include", "exclude"]
-                },
-                "default": null
-            },
-            "labelSelector": {
-                "description": "metav1.LabelSelector. Only matching pods are considered, both as \
+            ),
+            "labelSelector": described(
+                label_selector_schema(),
+                "metav1.LabelSelector. Only matching pods are considered, both as \
                                 candidates and as the pods that can cause a violation (a pod \
                                 outside the selector never makes another pod a violator).",
-                "type": ["object", "null"],
-                "additionalProperties": false,
-                "properties": {
-                    "matchLabels": {
-                        "type": ["object", "null"],
-                        "additionalProperties": { "type": "string" }
-                    },
-                    "matchExpressions": {
-                        "type": ["array", "null"],
-                        "items": {
-                            "type": "object",
-                            "additionalProperties": false,
-                            "required": ["key", "operator"],
-                            "properties": {
-                                "key": { "type": "string" },
-                                "operator": { "enum": ["In", "NotIn", "Exists", "DoesNotExist"] },
-                                "values": { "type": ["array", "null"], "items": { "type": "string" } }
-                            }
-                        }
-                    }
-                },
-                "default": null
-            },
+            ),
             "includePreferredAntiAffinity": {
                 "description": "Rebalancer extension, off by default (descheduler ignores \
                                 preferred anti-affinity, #250/#1125). When true, a pod whose \
@@ -139,21 +82,13 @@ pub fn schema() -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
+    use rebalancer_policy_sdk::testing::check_args;
+
     use super::*;
 
     fn parse(json: &str) -> Result<RemovePodsViolatingInterPodAntiAffinityArgs, String> {
-        let args: RemovePodsViolatingInterPodAntiAffinityArgs =
-            serde_json::from_str(json).map_err(|e| e.to_string())?;
-        let errors = validate(&args);
-        if errors.is_empty() {
-            Ok(args)
-        } else {
-            Err(errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "))
-        }
+        check_args::<crate::RemovePodsViolatingInterPodAntiAffinity>(json)
+            .map_err(|errors| errors.join("; "))
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! - [`args`]: `RemovePodsViolatingInterPodAntiAffinityArgs` (serde shape, validation, JSON
 //!   Schema), including the opt-in `includePreferredAntiAffinity`.
 //! - [`plan`]: the Deschedule pass — working set, violation check, order, proposals.
+//! - `descheduler-common`: the `namespaces`/`labelSelector` args and their matcher (`scope`) and
+//!   descheduler's eviction order (`order`), shared with the other plugins.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! As in descheduler, `namespaces` and `labelSelector` restrict the pods that can *cause* a
 //! violation as well as the candidates, and there is no built-in check that an evicted pod fits
@@ -83,9 +86,6 @@ impl Policy for RemovePodsViolatingInterPodAntiAffinity {
 }
 
 rebalancer_policy_sdk::export_policy!(RemovePodsViolatingInterPodAntiAffinity);
-
-#[cfg(test)]
-mod perf;
 
 #[cfg(test)]
 mod tests;

@@ -29,12 +29,13 @@ use std::collections::{HashMap as StdHashMap, HashSet as StdHashSet};
 use std::hash::{BuildHasherDefault, DefaultHasher};
 
 use rebalancer_policy_sdk::k8s::affinity::same_topology_domain;
-use rebalancer_policy_sdk::k8s::selector::{
-    LabelSelectorSpec, ResolvedSelector, label_selector_is_valid, label_selector_matches,
-};
-use rebalancer_policy_sdk::model::{ArchivedPodAffinityTerm, QosClass, StrId};
-use rebalancer_policy_sdk::view::kv_get;
+use rebalancer_policy_sdk::k8s::selector::{label_selector_is_valid, label_selector_matches};
+use rebalancer_policy_sdk::model::{ArchivedPodAffinityTerm, StrId};
 use rebalancer_policy_sdk::{Cluster, Context, Details, NodeRef, PodRef, Refusal};
+
+pub use descheduler_common::order::PREFER_NO_EVICTION;
+use descheduler_common::order::eviction_order;
+use descheduler_common::scope::PodScope;
 
 use crate::args::RemovePodsViolatingInterPodAntiAffinityArgs;
 
@@ -42,9 +43,6 @@ use crate::args::RemovePodsViolatingInterPodAntiAffinityArgs;
 /// randomness, which the policy sandbox does not provide (no `wasi:random` import).
 type HashMap<K, V> = StdHashMap<K, V, BuildHasherDefault<DefaultHasher>>;
 type HashSet<T> = StdHashSet<T, BuildHasherDefault<DefaultHasher>>;
-
-/// descheduler's `descheduler.alpha.kubernetes.io/prefer-no-eviction` annotation.
-pub const PREFER_NO_EVICTION: &str = "descheduler.alpha.kubernetes.io/prefer-no-eviction";
 
 /// nodeFit candidates are sent to the host in chunks of this size; the search stops at the first
 /// chunk with a fitting node.
@@ -224,27 +222,6 @@ impl<'a> WorkingSet<'a> {
     }
 }
 
-/// descheduler's `SortPodsBasedOnPriorityLowToHigh` as a sort key: priority ascending with unset
-/// first, then QoS BestEffort < Burstable < Guaranteed, then pods without prefer-no-eviction
-/// first. (Copy of `eviction_order` in low-node-utilization's plan.rs; moving it into the SDK is
-/// requested in docs/internal/REQUESTS.md.)
-fn eviction_order(pod: PodRef<'_>, prefer_no_eviction: Option<StrId>) -> (bool, i32, u8, bool) {
-    let priority = pod.priority();
-    let qos = match pod.qos() {
-        QosClass::BestEffort => 0,
-        QosClass::Burstable => 1,
-        QosClass::Guaranteed => 2,
-    };
-    let prefers_staying =
-        prefer_no_eviction.is_some_and(|key| kv_get(pod.annotations(), key).is_some());
-    (
-        priority.is_some(),
-        priority.unwrap_or(0),
-        qos,
-        prefers_staying,
-    )
-}
-
 /// Why a pod is proposed.
 enum Violation {
     Required {
@@ -290,7 +267,11 @@ fn propose(
             || (preferred && !pod.affinity().pod_anti_affinity_preferred.is_empty())
     };
 
-    let filter = PodFilter::new(cluster, args)?;
+    let filter = PodScope::try_new(
+        cluster,
+        args.namespaces.as_ref(),
+        args.label_selector.as_ref(),
+    )?;
     let mut in_scope = vec![false; cluster.node_count()];
     for &n in &scope {
         in_scope[n as usize] = true;
@@ -525,54 +506,6 @@ fn better_node(
     clean
         .chunks(FIT_CHUNK)
         .find_map(|chunk| ctx.node_fit(pod.id, chunk).first().copied())
-}
-
-/// The plugin's own pod filter: `namespaces` and `labelSelector`.
-struct PodFilter {
-    include: Option<Vec<StrId>>,
-    exclude: Vec<StrId>,
-    selector: Option<ResolvedSelector>,
-}
-
-impl PodFilter {
-    fn new(
-        cluster: Cluster<'_>,
-        args: &RemovePodsViolatingInterPodAntiAffinityArgs,
-    ) -> Result<Self, String> {
-        let ids = |names: &[String]| -> Vec<StrId> {
-            names.iter().filter_map(|n| cluster.lookup(n)).collect()
-        };
-        let (include, exclude) = match &args.namespaces {
-            Some(ns) if !ns.include.is_empty() => (Some(ids(&ns.include)), Vec::new()),
-            Some(ns) => (None, ids(&ns.exclude)),
-            None => (None, Vec::new()),
-        };
-        let selector = match &args.label_selector {
-            Some(spec) => Some(resolve(spec, cluster)?),
-            None => None,
-        };
-        Ok(PodFilter {
-            include,
-            exclude,
-            selector,
-        })
-    }
-
-    fn admits(&self, pod: PodRef<'_>) -> bool {
-        let ns = pod.namespace_id();
-        self.include.as_ref().is_none_or(|inc| inc.contains(&ns))
-            && !self.exclude.contains(&ns)
-            && self
-                .selector
-                .as_ref()
-                .is_none_or(|s| s.matches(pod.cluster(), &pod.raw.labels))
-    }
-}
-
-fn resolve(spec: &LabelSelectorSpec, cluster: Cluster<'_>) -> Result<ResolvedSelector, String> {
-    spec.to_selector()
-        .map(|s| s.resolve(cluster))
-        .map_err(|e| format!("invalid labelSelector: {e}"))
 }
 
 /// The proposal's reason: which term, which pod, which domain.

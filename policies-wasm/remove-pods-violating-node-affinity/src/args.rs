@@ -6,7 +6,9 @@ use rebalancer_policy_sdk::ArgError;
 use rebalancer_policy_sdk::k8s::selector::LabelSelectorSpec;
 use serde::{Deserialize, Serialize};
 
-use crate::scope::{Namespaces, label_selector_schema, namespaces_schema, null_as_default};
+use descheduler_common::scope::{
+    Namespaces, label_selector_schema, namespaces_schema, null_as_default,
+};
 
 pub const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 pub const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
@@ -46,7 +48,7 @@ pub fn validate(args: &RemovePodsViolatingNodeAffinityArgs) -> Vec<ArgError> {
             ));
         }
     }
-    errors.extend(crate::scope::validate_scope(
+    errors.extend(descheduler_common::scope::validate_scope(
         args.namespaces.as_ref(),
         args.label_selector.as_ref(),
     ));
@@ -81,21 +83,13 @@ pub fn schema() -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
+    use rebalancer_policy_sdk::testing::check_args;
+
     use super::*;
 
     fn check(json: &str) -> Result<RemovePodsViolatingNodeAffinityArgs, String> {
-        let args: RemovePodsViolatingNodeAffinityArgs =
-            serde_json::from_str(json).map_err(|e| e.to_string())?;
-        let errors = validate(&args);
-        if errors.is_empty() {
-            Ok(args)
-        } else {
-            Err(errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "))
-        }
+        check_args::<crate::RemovePodsViolatingNodeAffinity>(json)
+            .map_err(|errors| errors.join("; "))
     }
 
     #[test]

@@ -19,17 +19,18 @@
 //! Node selectors, affinity weights and nodeFit are the SDK's (`k8s::affinity`, the host's
 //! nodeFit); nothing about them is re-implemented here.
 
+use descheduler_common::signature::push_node_selector_term;
 use std::collections::BTreeMap;
 
 use rebalancer_policy_sdk::k8s::affinity::{
     pod_has_preferred_node_affinity, pod_has_required_node_affinity, pod_matches_node_selector,
     pod_matches_node_selector_and_required_affinity, preferred_node_affinity_score,
 };
-use rebalancer_policy_sdk::model::{ArchivedRequirement, ArchivedSelectorOperator};
 use rebalancer_policy_sdk::{Cluster, Context, NodeRef, PodRef};
 
 use crate::args::{PREFERRED, REQUIRED, RemovePodsViolatingNodeAffinityArgs};
-use crate::scope::{Details, Next, PodScope, Tally, propose};
+use descheduler_common::scope::PodScope;
+use descheduler_common::tally::{Details, Next, Tally, propose};
 
 /// The pass, with its summary.
 pub fn deschedule(
@@ -94,14 +95,7 @@ fn run(
             if pods.is_empty() {
                 continue;
             }
-            // Filter and PreEvictionFilter are pure predicates over the pod: applying them after
-            // the plugin's own cheap checks selects the same pods as descheduler's filter.
-            let pods = ctx.filter(&pods);
-            let pods = if pods.is_empty() {
-                pods
-            } else {
-                ctx.pre_eviction_filter(&pods)
-            };
+            let pods = ctx.filter_for_eviction(&pods);
             for pod_id in pods {
                 let fits = ctx.node_fit(pod_id, &nodes);
                 let Some(&target) = fits.first() else {
@@ -228,28 +222,11 @@ fn best_node(cluster: Cluster<'_>, pod: PodRef<'_>, nodes: &[u32]) -> (i64, Opti
 /// The pod's preferred node-affinity terms as integers (weights, interned keys and values,
 /// operators), so equal term lists share one [`BestNodes`] entry.
 fn preferred_terms_signature(pod: PodRef<'_>) -> Vec<u32> {
-    fn requirements(out: &mut Vec<u32>, list: &[ArchivedRequirement]) {
-        out.push(list.len() as u32);
-        for r in list {
-            out.push(r.key.to_native());
-            out.push(match r.operator {
-                ArchivedSelectorOperator::In => 0,
-                ArchivedSelectorOperator::NotIn => 1,
-                ArchivedSelectorOperator::Exists => 2,
-                ArchivedSelectorOperator::DoesNotExist => 3,
-                ArchivedSelectorOperator::Gt => 4,
-                ArchivedSelectorOperator::Lt => 5,
-            });
-            out.push(r.values.len() as u32);
-            out.extend(r.values.iter().map(|v| v.to_native()));
-        }
-    }
     let terms = &pod.affinity().node_preferred;
     let mut out = vec![terms.len() as u32];
     for t in terms.iter() {
         out.push(t.weight.to_native() as u32);
-        requirements(&mut out, &t.term.match_expressions);
-        requirements(&mut out, &t.term.match_fields);
+        push_node_selector_term(&mut out, &t.term);
     }
     out
 }

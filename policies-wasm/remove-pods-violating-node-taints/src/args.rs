@@ -6,7 +6,9 @@ use rebalancer_policy_sdk::ArgError;
 use rebalancer_policy_sdk::k8s::selector::LabelSelectorSpec;
 use serde::{Deserialize, Serialize};
 
-use crate::scope::{Namespaces, label_selector_schema, namespaces_schema, null_as_default};
+use descheduler_common::scope::{
+    Namespaces, label_selector_schema, namespaces_schema, null_as_default,
+};
 
 /// `RemovePodsViolatingNodeTaintsArgs`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,8 +36,10 @@ pub struct RemovePodsViolatingNodeTaintsArgs {
 
 /// `ValidateRemovePodsViolatingNodeTaintsArgs`: every problem, in descheduler's words.
 pub fn validate(args: &RemovePodsViolatingNodeTaintsArgs) -> Vec<ArgError> {
-    let mut errors =
-        crate::scope::validate_scope(args.namespaces.as_ref(), args.label_selector.as_ref());
+    let mut errors = descheduler_common::scope::validate_scope(
+        args.namespaces.as_ref(),
+        args.label_selector.as_ref(),
+    );
     if !args.excluded_taints.is_empty()
         && args.included_taints.as_ref().is_some_and(|t| !t.is_empty())
     {
@@ -92,21 +96,12 @@ pub fn schema() -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
+    use rebalancer_policy_sdk::testing::check_args;
+
     use super::*;
 
     fn check(json: &str) -> Result<RemovePodsViolatingNodeTaintsArgs, String> {
-        let args: RemovePodsViolatingNodeTaintsArgs =
-            serde_json::from_str(json).map_err(|e| e.to_string())?;
-        let errors = validate(&args);
-        if errors.is_empty() {
-            Ok(args)
-        } else {
-            Err(errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "))
-        }
+        check_args::<crate::RemovePodsViolatingNodeTaints>(json).map_err(|errors| errors.join("; "))
     }
 
     #[test]

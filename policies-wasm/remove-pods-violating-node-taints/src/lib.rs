@@ -7,16 +7,15 @@
 //! # Layout
 //! - [`args`]: `RemovePodsViolatingNodeTaintsArgs` (serde shape, validation, JSON Schema).
 //! - [`plan`]: the Deschedule pass — considered taints per node, candidates, proposals.
-//! - [`scope`]: the `namespaces`/`labelSelector` args, refusal handling and formatting shared
-//!   with the other deschedule plugins of this family (compiled from `pod-life-time`).
+//! - `descheduler-common` (shared with the other descheduler plugins): the `namespaces`/
+//!   `labelSelector` args and their matcher (`scope`), refusal handling (`tally`) and formatting.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Toleration semantics come from the SDK (`k8s::taints`), the same code the host's nodeFit uses.
 //! Difference from descheduler: pods on a node are visited in snapshot order, not informer order.
 
 pub mod args;
 pub mod plan;
-#[path = "../../pod-life-time/src/scope.rs"]
-pub mod scope;
 
 use rebalancer_policy_sdk::{ArgError, Context, ExtensionPoint, LogLevel, Policy, PolicyInfo};
 
@@ -62,57 +61,6 @@ impl Policy for RemovePodsViolatingNodeTaints {
 }
 
 rebalancer_policy_sdk::export_policy!(RemovePodsViolatingNodeTaints);
-
-#[cfg(test)]
-#[path = "../../perf/reference_cluster.rs"]
-mod reference_cluster;
-
-#[cfg(test)]
-mod perf {
-    use std::time::{Duration, Instant};
-
-    use rebalancer_policy_sdk::{Cluster, Context};
-
-    use super::reference_cluster::{self, PassThroughHost};
-    use super::*;
-
-    /// The reference cluster (150k pods / 5k nodes) in well under 100 ms natively. Timing only
-    /// means something in release builds:
-    /// `cargo test -p remove-pods-violating-node-taints --release -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "performance check; run in release with --ignored"]
-    fn reference_cluster_is_fast() {
-        let bytes = reference_cluster::archive();
-        let cluster = Cluster::from_bytes(&bytes).expect("archive");
-        let ready_nodes: Vec<u32> = cluster
-            .nodes()
-            .filter(|n| n.is_ready())
-            .map(|n| n.id)
-            .collect();
-        let args: RemovePodsViolatingNodeTaintsArgs =
-            serde_json::from_str(r#"{"includePreferNoSchedule":true}"#).expect("args");
-        let mut best = Duration::MAX;
-        let mut last = scope::Tally::default();
-        for _ in 0..5 {
-            let mut host = PassThroughHost {
-                ready_nodes: ready_nodes.clone(),
-                ..PassThroughHost::default()
-            };
-            let mut ctx = Context::new(cluster, &mut host);
-            let start = Instant::now();
-            last = plan::deschedule(&mut ctx, &args).expect("runs");
-            best = best.min(start.elapsed());
-            assert_eq!(last.proposed, host.proposals);
-        }
-        eprintln!(
-            "RemovePodsViolatingNodeTaints on the reference cluster: {best:?}, {}",
-            last.summary()
-        );
-        if !cfg!(debug_assertions) {
-            assert!(best.as_millis() < 100, "took {best:?}");
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests;

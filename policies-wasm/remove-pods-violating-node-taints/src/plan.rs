@@ -18,7 +18,9 @@ use rebalancer_policy_sdk::model::{StrId, TaintEffect};
 use rebalancer_policy_sdk::{Cluster, Context, NodeRef, PodRef};
 
 use crate::args::RemovePodsViolatingNodeTaintsArgs;
-use crate::scope::{Details, Next, PodScope, Tally, propose, taint_text};
+use descheduler_common::format::taint_text;
+use descheduler_common::scope::PodScope;
+use descheduler_common::tally::{Details, Next, Tally, propose};
 
 /// The pass, with its summary.
 pub fn deschedule(
@@ -70,14 +72,7 @@ fn run(
         if pods.is_empty() {
             continue;
         }
-        // Filter and PreEvictionFilter are pure predicates over the pod: applying them after the
-        // plugin's own checks selects the same pods as descheduler's combined filter.
-        let pods = ctx.filter(&pods);
-        let pods = if pods.is_empty() {
-            pods
-        } else {
-            ctx.pre_eviction_filter(&pods)
-        };
+        let pods = ctx.filter_for_eviction(&pods);
         tally.candidates += pods.len();
         for pod in pods {
             let reason = describe(cluster.pod(pod), node, &considered);

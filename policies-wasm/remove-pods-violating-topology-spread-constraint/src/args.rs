@@ -2,6 +2,9 @@
 //! `RemovePodsViolatingTopologySpreadConstraintArgs` (v0.36), its defaults, its validation and the
 //! hand-written JSON Schema. Owns no plugin logic.
 
+use descheduler_common::scope::{
+    described, label_selector_schema, namespaces_schema, validate_scope,
+};
 use rebalancer_policy_sdk::ArgError;
 pub use rebalancer_policy_sdk::args::Namespaces;
 use rebalancer_policy_sdk::k8s::selector::LabelSelectorSpec;
@@ -82,27 +85,7 @@ impl RemovePodsViolatingTopologySpreadConstraintArgs {
 /// `ValidateRemovePodsViolatingTopologySpreadConstraintArgs`; descheduler stops at its first
 /// error, we list them all.
 pub fn validate(args: &RemovePodsViolatingTopologySpreadConstraintArgs) -> Vec<ArgError> {
-    let mut errors = Vec::new();
-    if let Some(ns) = &args.namespaces
-        && !ns.include.is_empty()
-        && !ns.exclude.is_empty()
-    {
-        errors.push(ArgError::new(
-            "namespaces",
-            "only one of Include/Exclude namespaces can be set",
-        ));
-    }
-    if let Some(selector) = &args.label_selector {
-        errors.extend(selector.validate("labelSelector").into_iter().map(|e| {
-            ArgError::new(
-                e.field,
-                format!(
-                    "failed to get label selectors from strategy's params: {}",
-                    e.message
-                ),
-            )
-        }));
-    }
+    let mut errors = validate_scope(args.namespaces.as_ref(), args.label_selector.as_ref());
     for (i, c) in args.constraints.iter().enumerate() {
         if c != DO_NOT_SCHEDULE && c != SCHEDULE_ANYWAY {
             errors.push(ArgError::new(
@@ -138,73 +121,26 @@ pub fn schema() -> serde_json::Value {
                 "type": ["boolean", "null"],
                 "default": true
             },
-            "namespaces": {
-                "description": "Restrict the pods considered by namespace: either include or \
-                                exclude, not both.",
-                "type": ["object", "null"],
-                "additionalProperties": false,
-                "properties": {
-                    "include": { "type": ["array", "null"], "items": { "type": "string" } },
-                    "exclude": { "type": ["array", "null"], "items": { "type": "string" } }
-                },
-                "not": {
-                    "type": "object",
-                    "properties": {
-                        "include": { "type": "array", "minItems": 1 },
-                        "exclude": { "type": "array", "minItems": 1 }
-                    },
-                    "required": ["include", "exclude"]
-                },
-                "default": null
-            },
-            "labelSelector": {
-                "description": "metav1.LabelSelector. Only matching pods are counted in the \
+            "namespaces": namespaces_schema(),
+            "labelSelector": described(
+                label_selector_schema(),
+                "metav1.LabelSelector. Only matching pods are counted in the \
                                 domains and evicted (the selector restricts counting too, as in \
                                 descheduler's code).",
-                "type": ["object", "null"],
-                "additionalProperties": false,
-                "properties": {
-                    "matchLabels": {
-                        "type": ["object", "null"],
-                        "additionalProperties": { "type": "string" }
-                    },
-                    "matchExpressions": {
-                        "type": ["array", "null"],
-                        "items": {
-                            "type": "object",
-                            "additionalProperties": false,
-                            "required": ["key", "operator"],
-                            "properties": {
-                                "key": { "type": "string" },
-                                "operator": { "enum": ["In", "NotIn", "Exists", "DoesNotExist"] },
-                                "values": { "type": ["array", "null"], "items": { "type": "string" } }
-                            }
-                        }
-                    }
-                },
-                "default": null
-            }
+            )
         }
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use rebalancer_policy_sdk::testing::check_args;
+
     use super::*;
 
     fn parse(json: &str) -> Result<RemovePodsViolatingTopologySpreadConstraintArgs, String> {
-        let args: RemovePodsViolatingTopologySpreadConstraintArgs =
-            serde_json::from_str(json).map_err(|e| e.to_string())?;
-        let errors = validate(&args);
-        if errors.is_empty() {
-            Ok(args)
-        } else {
-            Err(errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "))
-        }
+        check_args::<crate::RemovePodsViolatingTopologySpreadConstraint>(json)
+            .map_err(|errors| errors.join("; "))
     }
 
     #[test]

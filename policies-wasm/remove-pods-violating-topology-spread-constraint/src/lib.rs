@@ -11,6 +11,9 @@
 //! - [`args`]: `RemovePodsViolatingTopologySpreadConstraintArgs` (serde shape, defaults,
 //!   validation, JSON Schema).
 //! - [`plan`]: the Balance pass — counted pods, constraints, domains, balancing, proposals.
+//! - `descheduler-common`: the `namespaces`/`labelSelector` args and their matcher (`scope`),
+//!   shared with the other plugins.
+//! - Performance on the reference cluster: `policies-wasm/perf` (package `policies-perf`).
 //!
 //! Not supported, as in descheduler: `minDomains` (#855). Pod order inside a domain follows the
 //! reference's description — pods pinned by nodeSelector/node affinity and pods of higher priority
@@ -86,9 +89,6 @@ impl Policy for RemovePodsViolatingTopologySpreadConstraint {
 }
 
 rebalancer_policy_sdk::export_policy!(RemovePodsViolatingTopologySpreadConstraint);
-
-#[cfg(test)]
-mod perf;
 
 #[cfg(test)]
 mod tests;

@@ -36,17 +36,17 @@ use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::rc::Rc;
 
 use rebalancer_policy_sdk::k8s::affinity::pod_matches_node_selector_and_required_affinity;
-use rebalancer_policy_sdk::k8s::selector::{
-    LabelSelectorSpec, ResolvedSelector, label_selector_is_valid, label_selector_matches,
-};
+use rebalancer_policy_sdk::k8s::selector::{label_selector_is_valid, label_selector_matches};
 use rebalancer_policy_sdk::k8s::taints::tolerates_all;
 use rebalancer_policy_sdk::model::{
-    ArchivedInclusionPolicy, ArchivedKeyValue, ArchivedLabelSelector, ArchivedRequirement,
-    ArchivedSelectorOperator, ArchivedTolerationOperator, ArchivedTopologySpreadConstraint,
-    ArchivedWhenUnsatisfiable, StrId, TaintEffect,
+    ArchivedInclusionPolicy, ArchivedKeyValue, ArchivedLabelSelector, ArchivedTolerationOperator,
+    ArchivedTopologySpreadConstraint, ArchivedWhenUnsatisfiable, StrId, TaintEffect,
 };
 use rebalancer_policy_sdk::view::taint_effect;
 use rebalancer_policy_sdk::{Cluster, Context, Details, NodeRef, PodRef, Refusal};
+
+use descheduler_common::scope::PodScope;
+use descheduler_common::signature::{push_node_selector_term, push_requirements};
 
 use crate::args::RemovePodsViolatingTopologySpreadConstraintArgs;
 
@@ -117,7 +117,11 @@ fn propose(
 
     // Counted pods, in snapshot order (one sequential pass), grouped by namespace in order of
     // first appearance.
-    let filter = PodFilter::new(cluster, args)?;
+    let filter = PodScope::try_new(
+        cluster,
+        args.namespaces.as_ref(),
+        args.label_selector.as_ref(),
+    )?;
     let mut in_scope = vec![false; cluster.node_count()];
     for &n in &scope {
         in_scope[n as usize] = true;
@@ -333,8 +337,7 @@ impl<'a> Tsc<'a> {
                 Some(terms) => {
                     out.push(terms.len() as u32);
                     for t in terms.iter() {
-                        push_requirements(&mut out, &t.match_expressions);
-                        push_requirements(&mut out, &t.match_fields);
+                        push_node_selector_term(&mut out, t);
                     }
                 }
             }
@@ -400,23 +403,6 @@ fn push_kvs(out: &mut Vec<u32>, kvs: &[ArchivedKeyValue]) {
     for kv in kvs {
         out.push(kv.key.to_native());
         out.push(kv.value.to_native());
-    }
-}
-
-fn push_requirements(out: &mut Vec<u32>, reqs: &[ArchivedRequirement]) {
-    out.push(reqs.len() as u32);
-    for r in reqs {
-        out.push(r.key.to_native());
-        out.push(match r.operator {
-            ArchivedSelectorOperator::In => 0,
-            ArchivedSelectorOperator::NotIn => 1,
-            ArchivedSelectorOperator::Exists => 2,
-            ArchivedSelectorOperator::DoesNotExist => 3,
-            ArchivedSelectorOperator::Gt => 4,
-            ArchivedSelectorOperator::Lt => 5,
-        });
-        out.push(r.values.len() as u32);
-        out.extend(r.values.iter().map(|v| v.to_native()));
     }
 }
 
@@ -747,52 +733,4 @@ fn keep_order(pod: PodRef<'_>) -> (bool, std::cmp::Reverse<Option<i32>>) {
         || affinity.node_required.is_some()
         || !affinity.node_preferred.is_empty();
     (!pinned, std::cmp::Reverse(pod.priority()))
-}
-
-/// The plugin's own pod filter: `namespaces` and `labelSelector`.
-struct PodFilter {
-    include: Option<Vec<StrId>>,
-    exclude: Vec<StrId>,
-    selector: Option<ResolvedSelector>,
-}
-
-impl PodFilter {
-    fn new(
-        cluster: Cluster<'_>,
-        args: &RemovePodsViolatingTopologySpreadConstraintArgs,
-    ) -> Result<Self, String> {
-        let ids = |names: &[String]| -> Vec<StrId> {
-            names.iter().filter_map(|n| cluster.lookup(n)).collect()
-        };
-        let (include, exclude) = match &args.namespaces {
-            Some(ns) if !ns.include.is_empty() => (Some(ids(&ns.include)), Vec::new()),
-            Some(ns) => (None, ids(&ns.exclude)),
-            None => (None, Vec::new()),
-        };
-        let selector = match &args.label_selector {
-            Some(spec) => Some(resolve(spec, cluster)?),
-            None => None,
-        };
-        Ok(PodFilter {
-            include,
-            exclude,
-            selector,
-        })
-    }
-
-    fn admits(&self, pod: PodRef<'_>) -> bool {
-        let ns = pod.namespace_id();
-        self.include.as_ref().is_none_or(|inc| inc.contains(&ns))
-            && !self.exclude.contains(&ns)
-            && self
-                .selector
-                .as_ref()
-                .is_none_or(|s| s.matches(pod.cluster(), &pod.raw.labels))
-    }
-}
-
-fn resolve(spec: &LabelSelectorSpec, cluster: Cluster<'_>) -> Result<ResolvedSelector, String> {
-    spec.to_selector()
-        .map(|s| s.resolve(cluster))
-        .map_err(|e| format!("invalid labelSelector: {e}"))
 }

@@ -14,7 +14,9 @@
 //! Plain functions over snapshot views; no I/O. Invalid requirements cannot be reported from
 //! here, they only fail to match (the API server's validation makes them rare in practice).
 
-use crate::k8s::selector::{label_selector_is_valid, label_selector_matches};
+use crate::k8s::selector::{
+    label_requirement_matches, label_selector_is_valid, label_selector_matches,
+};
 use crate::model::{
     ArchivedNodeSelectorTerm, ArchivedPodAffinityTerm, ArchivedRequirement,
     ArchivedSelectorOperator, PodPhase, StrId,
@@ -27,16 +29,10 @@ pub fn node_label_requirement_matches(
     req: &ArchivedRequirement,
     node: NodeRef<'_>,
 ) -> bool {
-    let value = node.label_id(req.key.to_native());
-    let values = &req.values;
-    let contains = |v: StrId| values.iter().any(|x| x.to_native() == v);
     match req.operator {
-        ArchivedSelectorOperator::In => !values.is_empty() && value.is_some_and(contains),
-        ArchivedSelectorOperator::NotIn => !values.is_empty() && value.is_none_or(|v| !contains(v)),
-        ArchivedSelectorOperator::Exists => values.is_empty() && value.is_some(),
-        ArchivedSelectorOperator::DoesNotExist => values.is_empty() && value.is_none(),
         ArchivedSelectorOperator::Gt | ArchivedSelectorOperator::Lt => {
-            let [bound] = &values[..] else {
+            let value = node.label_id(req.key.to_native());
+            let [bound] = &req.values[..] else {
                 return false;
             };
             let Ok(bound) = cluster.str(bound.to_native()).parse::<i64>() else {
@@ -51,6 +47,8 @@ pub fn node_label_requirement_matches(
                 v < bound
             }
         }
+        // In, NotIn, Exists, DoesNotExist: as in a label selector.
+        _ => label_requirement_matches(req, &node.raw.labels),
     }
 }
 

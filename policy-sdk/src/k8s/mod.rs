@@ -2,9 +2,11 @@
 //!
 //! Owns: quantities, pod requests and QoS ([`quantity`], [`resources`]), label selectors
 //! ([`selector`]), taints and tolerations ([`taints`]), node selectors and affinity
-//! ([`affinity`]). Plain Rust over the snapshot views; no I/O.
+//! ([`affinity`]), Go's duration text form ([`duration`]). Plain Rust over the snapshot views;
+//! no I/O.
 
 pub mod affinity;
+pub mod duration;
 pub mod quantity;
 pub mod resources;
 pub mod selector;

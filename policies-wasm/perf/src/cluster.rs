@@ -1,24 +1,21 @@
 //! A synthetic cluster the size of Rebalancer's reference cluster (150,000 pods on 5,000 nodes),
-//! built straight into the snapshot model, and a pass-through host, for the policies' native
-//! performance tests.
+//! built straight into the snapshot model, plus the variants some policies need (required self
+//! anti-affinity, zone spread constraints).
 //!
-//! Included by path (`#[path = "../../perf/reference_cluster.rs"]`) from the `perf` test modules of
-//! the policy crates, so it is compiled only with their tests. The shape follows the bench
+//! Owns the cluster's shape only; must not run policies. The shape follows the bench
 //! generator's clusters: ~10% of the nodes tainted `dedicated=batch:NoSchedule` (and pooled
 //! `pool=batch`), ReplicaSets of 2–50 replicas spread at random (so many land twice on a node),
 //! some pinned to a pool by required node affinity, two DaemonSet pods per node pinned by
 //! `matchFields metadata.name`, cpu/memory requests on every container, and every 20th node freshly
 //! added (DaemonSet pods only).
 
-#![allow(dead_code)]
-
 use rebalancer_policy_sdk::build::SnapshotBuilder;
 use rebalancer_policy_sdk::model::{
-    self, Affinity, Container, ContainerKind, KeyValue, Node, NodeSelectorTerm, OwnerRef, Pod,
-    PodPhase, QosClass, Quantity, Requirement, SelectorOperator, Snapshot, Taint, TaintEffect,
-    Toleration, TolerationOperator,
+    self, Affinity, ArchiveBuffer, Container, ContainerKind, KeyValue, LabelSelector, Node,
+    NodeSelectorTerm, OwnerRef, Pod, PodAffinityTerm, PodPhase, QosClass, Quantity, Requirement,
+    SelectorOperator, Snapshot, StrId, Taint, TaintEffect, Toleration, TolerationOperator,
+    TopologySpreadConstraint,
 };
-use rebalancer_policy_sdk::{Host, LogLevel, Refusal};
 
 pub const NODES: usize = 5_000;
 pub const PODS: usize = 150_000;
@@ -43,8 +40,13 @@ impl Rng {
 }
 
 /// The reference-sized cluster as an archive (8-byte aligned bytes).
-pub fn archive() -> impl std::ops::Deref<Target = [u8]> {
-    model::to_bytes(&snapshot(NODES, PODS)).expect("snapshot archives")
+pub fn archive() -> ArchiveBuffer {
+    to_archive(&snapshot(NODES, PODS))
+}
+
+/// A (possibly modified) snapshot as an archive.
+pub fn to_archive(snapshot: &Snapshot) -> ArchiveBuffer {
+    model::to_bytes(snapshot).expect("snapshot archives")
 }
 
 pub fn snapshot(node_count: usize, pod_count: usize) -> Snapshot {
@@ -327,36 +329,102 @@ pub fn snapshot(node_count: usize, pod_count: usize) -> Snapshot {
     b.finish()
 }
 
-/// A host that admits everything: Ready nodes, every pod passes both filters, every proposal is
-/// accepted. Measures the policy alone.
-#[derive(Debug, Default)]
-pub struct PassThroughHost {
-    pub ready_nodes: Vec<u32>,
-    pub proposals: usize,
-    pub host_calls: usize,
+/// The ReplicaSet number of a workload pod (`app-NNNNN-…`); `None` for DaemonSet pods.
+fn replica_set(pod: &Pod) -> Option<usize> {
+    pod.name
+        .strip_prefix("app-")
+        .and_then(|rest| rest.get(..5))
+        .and_then(|n| n.parse::<usize>().ok())
 }
 
-impl Host for PassThroughHost {
-    fn nodes(&mut self) -> Vec<u32> {
-        self.ready_nodes.clone()
+/// A selector on the pod's own `app` label (its ReplicaSet).
+fn own_app_selector(pod: &Pod, app: StrId) -> LabelSelector {
+    let owner = pod
+        .labels
+        .iter()
+        .find(|kv| kv.key == app)
+        .expect("app label")
+        .value;
+    LabelSelector {
+        match_labels: vec![KeyValue {
+            key: app,
+            value: owner,
+        }],
+        match_expressions: Vec::new(),
     }
-    fn filter(&mut self, pods: &[u32]) -> Vec<u32> {
-        self.host_calls += 1;
-        pods.to_vec()
+}
+
+/// Intern `s` into a finished snapshot (appended when new; call [`resort_strings`] after).
+fn intern(snapshot: &mut Snapshot, s: &str) -> StrId {
+    match snapshot.strings.iter().position(|x| x == s) {
+        Some(i) => i as StrId,
+        None => {
+            snapshot.strings.push(s.to_owned());
+            (snapshot.strings.len() - 1) as StrId
+        }
     }
-    fn pre_eviction_filter(&mut self, pods: &[u32]) -> Vec<u32> {
-        self.host_calls += 1;
-        pods.to_vec()
+}
+
+/// Rebuild the sorted string index after [`intern`] added strings (a no-op when it added none).
+fn resort_strings(snapshot: &mut Snapshot) {
+    if snapshot.strings_sorted.len() == snapshot.strings.len() {
+        return;
     }
-    fn propose_eviction(&mut self, _pod: u32, _reason: &str) -> Result<(), Refusal> {
-        self.proposals += 1;
-        Ok(())
+    let strings = &snapshot.strings;
+    let mut sorted: Vec<StrId> = (0..strings.len() as StrId).collect();
+    sorted.sort_unstable_by(|&a, &b| strings[a as usize].cmp(&strings[b as usize]));
+    snapshot.strings_sorted = sorted;
+}
+
+/// Required self anti-affinity per host (`kubernetes.io/hostname`, on the app label) on every
+/// `every`-th ReplicaSet, as the bench generator gives 5% of its deployments (`every` = 20).
+/// Returns how many pods got the term.
+pub fn with_self_anti_affinity(snapshot: &mut Snapshot, every: usize) -> usize {
+    let app = intern(snapshot, "app");
+    let hostname = intern(snapshot, "kubernetes.io/hostname");
+    resort_strings(snapshot);
+    let mut with_terms = 0;
+    for pod in &mut snapshot.pods {
+        if replica_set(pod).is_none_or(|rs| rs % every != 0) {
+            continue;
+        }
+        pod.affinity.pod_anti_affinity_required = vec![PodAffinityTerm {
+            label_selector: Some(own_app_selector(pod, app)),
+            topology_key: hostname,
+            ..PodAffinityTerm::default()
+        }];
+        with_terms += 1;
     }
-    fn node_fit(&mut self, _pod: u32, candidates: &[u32]) -> Vec<u32> {
-        candidates.to_vec()
+    with_terms
+}
+
+/// Three zones (`topology.kubernetes.io/zone`, nodes round-robin) and a zone spread constraint
+/// (maxSkew 1, on the app label) on every `every`-th ReplicaSet, placed without regard to zones
+/// (`every` = 7: about the 15% of deployments the bench generator gives one). Returns how many
+/// pods got the constraint.
+pub fn with_zone_spread(snapshot: &mut Snapshot, every: usize) -> usize {
+    let zone = intern(snapshot, "topology.kubernetes.io/zone");
+    let zones = ["eu-west-1a", "eu-west-1b", "eu-west-1c"].map(|z| intern(snapshot, z));
+    let app = intern(snapshot, "app");
+    resort_strings(snapshot);
+    for (i, node) in snapshot.nodes.iter_mut().enumerate() {
+        node.labels.push(KeyValue {
+            key: zone,
+            value: zones[i % 3],
+        });
     }
-    fn object_json(&mut self, _kind: &str, _index: u32) -> Option<String> {
-        None
+    let mut with_spread = 0;
+    for pod in &mut snapshot.pods {
+        if replica_set(pod).is_none_or(|rs| rs % every != 0) {
+            continue;
+        }
+        pod.topology_spread = vec![TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: zone,
+            label_selector: Some(own_app_selector(pod, app)),
+            ..TopologySpreadConstraint::default()
+        }];
+        with_spread += 1;
     }
-    fn log(&mut self, _level: LogLevel, _message: &str) {}
+    with_spread
 }
