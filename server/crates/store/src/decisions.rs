@@ -110,7 +110,7 @@ pub struct DecisionFilter {
 
 impl DecisionFilter {
     /// ` AND …` conditions (fixed fragments; values are bound by [`DecisionFilter::bind`]).
-    fn conditions(&self, sql: &mut String) {
+    pub(crate) fn conditions(&self, sql: &mut String) {
         for (present, fragment) in [
             (self.run.is_some(), " AND run_id = ?"),
             (self.status.is_some(), " AND status = ?"),
@@ -129,7 +129,7 @@ impl DecisionFilter {
         }
     }
 
-    fn bind<'q>(
+    pub(crate) fn bind<'q>(
         &'q self,
         mut query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
     ) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
@@ -158,10 +158,12 @@ impl DecisionFilter {
     }
 }
 
-const COLUMNS: &str = "id, run_id, cluster, profile, plugin_set, plugin, pod_uid, pod_namespace, \
+pub(crate) const COLUMNS: &str = "id, run_id, cluster, profile, plugin_set, plugin, pod_uid, pod_namespace, \
      pod_name, node, reason, status, status_reason, created_at, updated_at";
 
-fn decision_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<DecisionRecord, StoreError> {
+pub(crate) fn decision_from_row(
+    row: &sqlx::sqlite::SqliteRow,
+) -> Result<DecisionRecord, StoreError> {
     let status: String = row.try_get("status")?;
     Ok(DecisionRecord {
         id: row.try_get("id")?,
@@ -239,7 +241,7 @@ impl Store {
 }
 
 // =============================================================================================
-// Approval: status changes with who and when, and the pod migration an approval creates
+// Status changes with who and when (the transitions themselves are in `transitions`)
 // =============================================================================================
 
 /// One status change of a decision.
@@ -251,209 +253,6 @@ pub struct DecisionEvent {
     /// A token name, `auto-approve:<rule>`, or `system:<what>`.
     pub actor: String,
     pub comment: Option<String>,
-}
-
-/// How the pod migration an approval creates starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MigrationTemplate<'a> {
-    /// `ReservationFirst` or `EvictDirectly`.
-    pub mode: &'a str,
-    /// 0: no TTL.
-    pub ttl_ms: i64,
-}
-
-/// The outcome of approving one decision.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Approval {
-    /// Approved now; `pod_migration` is the pod migration created with it.
-    Approved {
-        decision: DecisionRecord,
-        pod_migration: i64,
-    },
-    /// Not `proposed` (any more): nothing changed, except that a proposal past its TTL was
-    /// marked `expired` on the way.
-    NotProposed(DecisionRecord),
-    /// Proposed by a dry run: can never be approved.
-    DryRun(DecisionRecord),
-}
-
-/// The outcome of rejecting one decision: `Err` holds the decision when it was not `proposed`.
-pub type Rejection = Result<DecisionRecord, DecisionRecord>;
-
-/// Counts of a bulk approval.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BulkApproval {
-    /// Decisions matching the filter, whatever their status.
-    pub matched: u64,
-    /// Ids approved by this call (each got a pod migration).
-    pub approved: Vec<i64>,
-    /// Proposals found past their TTL and marked expired instead.
-    pub expired: u64,
-    /// Proposals of dry runs (never approvable).
-    pub dry_run: u64,
-}
-
-/// Actor of expiries.
-pub const EXPIRY_ACTOR: &str = "system:expiry";
-
-type Conn = sqlx::SqliteConnection;
-
-async fn insert_decision_event(
-    conn: &mut Conn,
-    id: i64,
-    from: DecisionStatus,
-    to: DecisionStatus,
-    actor: &str,
-    comment: Option<&str>,
-    now: i64,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO decision_events (decision_id, from_status, to_status, actor, comment, time) \
-         VALUES (?, ?, ?, ?, ?, ?)",
-    )
-    .bind(id)
-    .bind(from.as_str())
-    .bind(to.as_str())
-    .bind(actor)
-    .bind(comment)
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// A status change of a decision.
-pub(crate) struct Transition<'a> {
-    /// Applies only when the decision is in one of these.
-    pub from: &'a [DecisionStatus],
-    pub to: DecisionStatus,
-    pub actor: &'a str,
-    pub comment: Option<&'a str>,
-    /// Becomes the decision's `status_reason` (kept when `None`).
-    pub reason: Option<&'a str>,
-}
-
-/// Apply `t` to decision `id` (with an event); returns whether it moved.
-pub(crate) async fn transition_decision(
-    conn: &mut Conn,
-    id: i64,
-    t: &Transition<'_>,
-    now: i64,
-) -> Result<bool, StoreError> {
-    let Transition {
-        from,
-        to,
-        actor,
-        comment,
-        reason,
-    } = *t;
-    let current: Option<String> = sqlx::query_scalar("SELECT status FROM decisions WHERE id = ?")
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let Some(current) = current else {
-        return Ok(false);
-    };
-    let current: DecisionStatus = current
-        .parse()
-        .map_err(|e| StoreError::corrupt("decision status", e))?;
-    if !from.contains(&current) {
-        return Ok(false);
-    }
-    sqlx::query(
-        "UPDATE decisions SET status = ?, status_reason = COALESCE(?, status_reason), \
-         updated_at = ? WHERE id = ?",
-    )
-    .bind(to.as_str())
-    .bind(reason)
-    .bind(now)
-    .bind(id)
-    .execute(&mut *conn)
-    .await?;
-    insert_decision_event(conn, id, current, to, actor, comment, now).await?;
-    Ok(true)
-}
-
-/// Mark the proposals among `ids` (all proposals when `None`) created at or before
-/// `expire_before` as expired. Returns how many.
-async fn expire_in_tx(
-    conn: &mut Conn,
-    ids: Option<&[i64]>,
-    expire_before: i64,
-    now: i64,
-) -> Result<u64, StoreError> {
-    let mut sql = String::from(
-        "SELECT id, created_at FROM decisions WHERE status = 'proposed' AND created_at <= ?",
-    );
-    if ids.is_some() {
-        sql.push_str(" AND id IN (SELECT value FROM json_each(?))");
-    }
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(expire_before);
-    if let Some(ids) = ids {
-        query = query.bind(serde_json::Value::from(ids.to_vec()).to_string());
-    }
-    let rows = query.fetch_all(&mut *conn).await?;
-    for row in &rows {
-        let id: i64 = row.try_get("id")?;
-        let created: i64 = row.try_get("created_at")?;
-        let reason = format!(
-            "expired: not approved within the proposal TTL ({} s since it was proposed)",
-            (now - created) / 1000
-        );
-        transition_decision(
-            conn,
-            id,
-            &Transition {
-                from: &[DecisionStatus::Proposed],
-                to: DecisionStatus::Expired,
-                actor: EXPIRY_ACTOR,
-                comment: None,
-                reason: Some(&reason),
-            },
-            now,
-        )
-        .await?;
-    }
-    Ok(rows.len() as u64)
-}
-
-/// Approve one proposed decision of a non-dry run (with its event and pod migration), in the
-/// caller's transaction. Returns the pod migration id, or `None` when it was not approvable.
-async fn approve_in_tx(
-    conn: &mut Conn,
-    id: i64,
-    actor: &str,
-    comment: Option<&str>,
-    template: MigrationTemplate<'_>,
-    now: i64,
-) -> Result<Option<(DecisionRecord, i64)>, StoreError> {
-    // The conditional UPDATE is what makes concurrent approvals safe: only one of them sees
-    // `proposed`; the unique index on pod_migrations.decision_id backs it up.
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE decisions SET status = 'approved', updated_at = ? \
-         WHERE id = ? AND status = 'proposed' \
-         AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = decisions.run_id AND runs.dry_run = 1) \
-         RETURNING {COLUMNS}"
-    )))
-    .bind(now)
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    let decision = decision_from_row(&row)?;
-    insert_decision_event(
-        conn,
-        id,
-        DecisionStatus::Proposed,
-        DecisionStatus::Approved,
-        actor,
-        comment,
-        now,
-    )
-    .await?;
-    let migration =
-        super::pod_migrations::insert_for_decision(conn, &decision, actor, template, now).await?;
-    Ok(Some((decision, migration)))
 }
 
 impl Store {
@@ -481,162 +280,6 @@ impl Store {
                 })
             })
             .collect()
-    }
-
-    /// Approve a proposed decision and create its pod migration, atomically. A proposal created
-    /// at or before `expire_before` is marked expired instead.
-    pub async fn approve_decision(
-        &self,
-        id: i64,
-        actor: &str,
-        comment: Option<&str>,
-        expire_before: i64,
-        template: MigrationTemplate<'_>,
-    ) -> Result<Approval, StoreError> {
-        let now = now_ms();
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        expire_in_tx(&mut tx, Some(&[id]), expire_before, now).await?;
-        let approved = approve_in_tx(&mut tx, id, actor, comment, template, now).await?;
-        tx.commit().await?;
-        if let Some((decision, pod_migration)) = approved {
-            return Ok(Approval::Approved {
-                decision,
-                pod_migration,
-            });
-        }
-        let decision = self.get_decision(id).await?;
-        if decision.status == DecisionStatus::Proposed {
-            Ok(Approval::DryRun(decision))
-        } else {
-            Ok(Approval::NotProposed(decision))
-        }
-    }
-
-    /// Approve several decisions, each with its own actor (auto-approve rules), in one
-    /// transaction. Returns `(decision, pod migration)` for those approved.
-    pub async fn approve_each(
-        &self,
-        approvals: &[(i64, String)],
-        expire_before: i64,
-        template: MigrationTemplate<'_>,
-    ) -> Result<Vec<(i64, i64)>, StoreError> {
-        if approvals.is_empty() {
-            return Ok(Vec::new());
-        }
-        let now = now_ms();
-        let ids: Vec<i64> = approvals.iter().map(|(id, _)| *id).collect();
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        expire_in_tx(&mut tx, Some(&ids), expire_before, now).await?;
-        let mut done = Vec::new();
-        for (id, actor) in approvals {
-            if let Some((_, migration)) =
-                approve_in_tx(&mut tx, *id, actor, None, template, now).await?
-            {
-                done.push((*id, migration));
-            }
-        }
-        tx.commit().await?;
-        Ok(done)
-    }
-
-    /// Approve every proposed decision matching `filter` (its `status` and `after` are
-    /// ignored), in one transaction.
-    pub async fn approve_matching(
-        &self,
-        filter: &DecisionFilter,
-        actor: &str,
-        comment: Option<&str>,
-        expire_before: i64,
-        template: MigrationTemplate<'_>,
-    ) -> Result<BulkApproval, StoreError> {
-        let filter = DecisionFilter {
-            status: None,
-            after: None,
-            ..filter.clone()
-        };
-        let now = now_ms();
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let mut sql = String::from("SELECT id, status FROM decisions WHERE 1 = 1");
-        filter.conditions(&mut sql);
-        sql.push_str(" ORDER BY id");
-        let rows = filter
-            .bind(sqlx::query(sqlx::AssertSqlSafe(sql)))
-            .fetch_all(&mut *tx)
-            .await?;
-        let mut outcome = BulkApproval {
-            matched: rows.len() as u64,
-            ..BulkApproval::default()
-        };
-        let proposed: Vec<i64> = rows
-            .iter()
-            .filter(|r| r.try_get::<String, _>("status").ok().as_deref() == Some("proposed"))
-            .map(|r| r.try_get("id"))
-            .collect::<Result<_, _>>()?;
-        outcome.expired = expire_in_tx(&mut tx, Some(&proposed), expire_before, now).await?;
-        for id in proposed {
-            match approve_in_tx(&mut tx, id, actor, comment, template, now).await? {
-                Some(_) => outcome.approved.push(id),
-                None => {
-                    let status: String =
-                        sqlx::query_scalar("SELECT status FROM decisions WHERE id = ?")
-                            .bind(id)
-                            .fetch_one(&mut *tx)
-                            .await?;
-                    if status == "proposed" {
-                        outcome.dry_run += 1;
-                    }
-                }
-            }
-        }
-        tx.commit().await?;
-        Ok(outcome)
-    }
-
-    /// Reject a proposed decision (a proposal past its TTL is marked expired instead).
-    pub async fn reject_decision(
-        &self,
-        id: i64,
-        actor: &str,
-        comment: Option<&str>,
-        expire_before: i64,
-    ) -> Result<Rejection, StoreError> {
-        let now = now_ms();
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        expire_in_tx(&mut tx, Some(&[id]), expire_before, now).await?;
-        let moved = transition_decision(
-            &mut tx,
-            id,
-            &Transition {
-                from: &[DecisionStatus::Proposed],
-                to: DecisionStatus::Rejected,
-                actor,
-                comment,
-                reason: Some(&format!("rejected by {actor}")),
-            },
-            now,
-        )
-        .await?;
-        tx.commit().await?;
-        let decision = self.get_decision(id).await?;
-        Ok(if moved { Ok(decision) } else { Err(decision) })
-    }
-
-    /// Mark every proposal created at or before `expire_before` as expired. Returns how many.
-    pub async fn expire_proposals(&self, expire_before: i64) -> Result<u64, StoreError> {
-        // Cheap check first: most sweeps find nothing and need no write lock.
-        let any: Option<i64> = sqlx::query_scalar(
-            "SELECT id FROM decisions WHERE status = 'proposed' AND created_at <= ? LIMIT 1",
-        )
-        .bind(expire_before)
-        .fetch_optional(&self.pool)
-        .await?;
-        if any.is_none() {
-            return Ok(0);
-        }
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let n = expire_in_tx(&mut tx, None, expire_before, now_ms()).await?;
-        tx.commit().await?;
-        Ok(n)
     }
 
     /// The decisions a run recorded that are still `proposed`.

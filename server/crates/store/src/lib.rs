@@ -1,13 +1,22 @@
-//! Persistence: every SQL statement of the server lives under this module.
+//! # Store
+//!
+//! Persistence: every SQL statement of Rebalancer lives in this crate.
+//!
+//! # Layout
+//! One module per table group, in pipeline order: [`clusters`] (cluster state and its objects),
+//! [`policies`], [`profiles`], [`schedules`], [`runs`], [`decisions`] (proposals and their
+//! history), [`pod_migrations`] (records, events, arbitration config), [`transitions`] (every
+//! change that moves a decision and its pod migration together: approve, reject, expire, steps),
+//! [`backend`] (the simulated backend's cluster writes), [`tokens`], [`audit`], [`stats`].
 //!
 //! Owns: the SQLite pool (WAL, busy timeout, foreign keys), the schema migrations
-//! ([`MIGRATOR`]), and typed reads and writes per table (clusters and their objects, policies,
-//! profiles, runs, decisions, API tokens, the audit log, schedules). Read-then-write transactions start with `BEGIN IMMEDIATE` so two
-//! writers never deadlock on the lock upgrade.
+//! ([`MIGRATOR`], from the workspace's `migrations/`), and typed reads and writes per table.
+//! Read-then-write transactions start with `BEGIN IMMEDIATE` so two writers never deadlock on the
+//! lock upgrade.
 //! Must not: know about HTTP, the engine or how snapshots are built; callers hand it plain rows.
 //!
 //! Queries use `sqlx::query`/`query_as` (no compile-time checking against a live database);
-//! the tests in `store::tests` run every one of them.
+//! the tests in `tests.rs` run every one of them.
 
 pub mod audit;
 pub mod backend;
@@ -20,6 +29,7 @@ pub mod runs;
 pub mod schedules;
 pub mod stats;
 pub mod tokens;
+pub mod transitions;
 
 use std::path::Path;
 use std::time::Duration;
@@ -29,10 +39,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 pub use audit::{AuditFilter, AuditRecord, NewAuditEntry};
 pub use clusters::{ClusterRecord, NewClusterState, ObjectRow, StoredObject};
-pub use decisions::{
-    Approval, BulkApproval, DecisionEvent, DecisionFilter, DecisionRecord, DecisionStatus,
-    MigrationTemplate, NewDecision,
-};
+pub use decisions::{DecisionEvent, DecisionFilter, DecisionRecord, DecisionStatus, NewDecision};
 pub use pod_migrations::{
     DecisionChange, MigrationChange, MigrationEvent, MigrationFilter, MigrationPhase, NewEvent,
     PodMigrationRecord,
@@ -42,6 +49,7 @@ pub use profiles::ProfileRecord;
 pub use runs::{NewRun, RunEnd, RunRecord, RunStatus, RunTrigger};
 pub use schedules::{ScheduleRecord, ScheduleSpec};
 pub use tokens::{DeleteTokenError, InsertTokenError, NewToken, Role, TokenOrigin, TokenRecord};
+pub use transitions::{Approval, BulkApproval, MigrationTemplate};
 
 /// The schema migrations, shared by start-up and tests.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../../migrations");

@@ -2,17 +2,15 @@
 //!
 //! Every change of a pod migration is a conditional UPDATE on its current `step` (optimistic
 //! concurrency: a change computed from a stale read applies to nothing), committed together
-//! with its event and the decision's status change. The executor persists a step *before* the
-//! side effect it leads to.
+//! with its event and the decision's status change ([`Store::change_pod_migration`], in
+//! `transitions`). The executor persists a step *before* the side effect it leads to.
 
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
-use super::decisions::{
-    DecisionRecord, DecisionStatus, MigrationTemplate, Transition, transition_decision,
-};
+use super::decisions::DecisionStatus;
 use super::{Store, StoreError, now_ms};
 
 /// Koordinator's job phases.
@@ -220,7 +218,7 @@ fn migration_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<PodMigrationRecor
     })
 }
 
-async fn insert_event(
+pub(crate) async fn insert_event(
     conn: &mut sqlx::SqliteConnection,
     id: i64,
     event: &NewEvent,
@@ -238,50 +236,6 @@ async fn insert_event(
     .execute(&mut *conn)
     .await?;
     Ok(())
-}
-
-/// Create the pod migration of a decision just approved (in the approval's transaction).
-pub(crate) async fn insert_for_decision(
-    conn: &mut sqlx::SqliteConnection,
-    decision: &DecisionRecord,
-    actor: &str,
-    template: MigrationTemplate<'_>,
-    now: i64,
-) -> Result<i64, StoreError> {
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO pod_migrations (decision_id, cluster, pod_uid, pod_namespace, pod_name, \
-         mode, phase, step, status, reason, message, source_node, ttl_ms, created_at, \
-         updated_at) VALUES (?, ?, ?, ?, ?, ?, 'Pending', ?, '', 'Created', ?, ?, ?, ?, ?) \
-         RETURNING id",
-    )
-    .bind(decision.id)
-    .bind(&decision.cluster)
-    .bind(&decision.pod_uid)
-    .bind(&decision.pod_namespace)
-    .bind(&decision.pod_name)
-    .bind(template.mode)
-    .bind(FIRST_STEP)
-    .bind("waiting for arbitration")
-    .bind(&decision.node)
-    .bind(template.ttl_ms)
-    .bind(now)
-    .bind(now)
-    .fetch_one(&mut *conn)
-    .await?;
-    insert_event(
-        conn,
-        id,
-        &NewEvent::normal(
-            "Created",
-            format!(
-                "pod migration of pod {}/{} from node {} ({}) created: decision {} approved by {actor}",
-                decision.pod_namespace, decision.pod_name, decision.node, template.mode, decision.id
-            ),
-        ),
-        now,
-    )
-    .await?;
-    Ok(id)
 }
 
 impl Store {
@@ -403,79 +357,6 @@ impl Store {
                 })
             })
             .collect()
-    }
-
-    /// Apply `change` to pod migration `id` if it is still unfinished and at step
-    /// `expect_step`, with its events and decision change, in one transaction. Returns whether
-    /// it applied (false: someone else moved it first, e.g. an abort).
-    pub async fn change_pod_migration(
-        &self,
-        id: i64,
-        expect_step: &str,
-        change: &MigrationChange,
-    ) -> Result<bool, StoreError> {
-        let now = now_ms();
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let row: Option<(i64,)> = sqlx::query_as(
-            "UPDATE pod_migrations SET \
-               step = COALESCE(?, step), phase = COALESCE(?, phase), \
-               status = COALESCE(?, status), reason = COALESCE(?, reason), \
-               message = COALESCE(?, message), target_node = COALESCE(?, target_node), \
-               reservation = COALESCE(?, reservation), \
-               reservation_released = MAX(reservation_released, ?), \
-               new_pod_uid = COALESCE(?, new_pod_uid), new_pod_name = COALESCE(?, new_pod_name), \
-               new_pod_node = COALESCE(?, new_pod_node), workload = COALESCE(?, workload), \
-               started_at = COALESCE(?, started_at), \
-               eviction_requested_at = COALESCE(?, eviction_requested_at), \
-               evicted_at = COALESCE(?, evicted_at), finished_at = COALESCE(?, finished_at), \
-               updated_at = ? \
-             WHERE id = ? AND step = ? AND phase IN ('Pending', 'Running') \
-             RETURNING decision_id",
-        )
-        .bind(change.step.as_deref())
-        .bind(change.phase.map(MigrationPhase::as_str))
-        .bind(change.status.as_deref())
-        .bind(change.reason.as_deref())
-        .bind(change.message.as_deref())
-        .bind(change.target_node.as_deref())
-        .bind(change.reservation.as_deref())
-        .bind(change.reservation_released)
-        .bind(change.new_pod_uid.as_deref())
-        .bind(change.new_pod_name.as_deref())
-        .bind(change.new_pod_node.as_deref())
-        .bind(change.workload.as_deref())
-        .bind(change.started_at)
-        .bind(change.eviction_requested_at)
-        .bind(change.evicted_at)
-        .bind(change.finished_at)
-        .bind(now)
-        .bind(id)
-        .bind(expect_step)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some((decision_id,)) = row else {
-            return Ok(false);
-        };
-        for event in &change.events {
-            insert_event(&mut tx, id, event, now).await?;
-        }
-        if let Some(d) = &change.decision {
-            transition_decision(
-                &mut tx,
-                decision_id,
-                &Transition {
-                    from: &d.from,
-                    to: d.to,
-                    actor: &d.actor,
-                    comment: d.comment.as_deref(),
-                    reason: d.reason.as_deref(),
-                },
-                now,
-            )
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(true)
     }
 
     /// The stored arbitration knobs (JSON), `None` when never set.

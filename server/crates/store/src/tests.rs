@@ -474,8 +474,8 @@ fn decision_status_names_round_trip() {
 }
 
 /// Scale check (not a timed assertion): the benchmark cluster's 155,000 objects, ~420 MB of
-/// JSON, replaced in one transaction. `cargo test --release -p rebalancer-server --lib
-/// store::tests::bulk_replace -- --ignored --nocapture`
+/// JSON, replaced in one transaction. `cargo test --release -p rebalancer-store --lib
+/// tests::bulk_replace -- --ignored --nocapture`
 #[tokio::test]
 #[ignore]
 async fn bulk_replace_of_a_large_cluster() {

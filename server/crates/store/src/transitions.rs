@@ -1,0 +1,494 @@
+//! Transitions between decisions and pod migrations: the one place where a status change of one
+//! touches the other, each in one `BEGIN IMMEDIATE` transaction.
+//!
+//! Owns: approving (one, each of a list, every match of a filter) — the decision becomes
+//! `approved` and its pod migration is created in the same transaction, exactly once however many
+//! approvals race —, rejecting, expiring proposals past the proposal TTL, and applying a pod
+//! migration's step change together with its events and its decision's status change.
+//! Must not: decide policy (who may approve, TTLs, templates come from the caller) or wake
+//! anything: callers commit here, then wake the executor and write the audit log.
+
+use sqlx::Row;
+
+use super::decisions::{
+    COLUMNS, DecisionFilter, DecisionRecord, DecisionStatus, decision_from_row,
+};
+use super::pod_migrations::{FIRST_STEP, MigrationChange, MigrationPhase, NewEvent, insert_event};
+use super::{Store, StoreError, now_ms};
+
+/// How the pod migration an approval creates starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MigrationTemplate<'a> {
+    /// `ReservationFirst` or `EvictDirectly`.
+    pub mode: &'a str,
+    /// 0: no TTL.
+    pub ttl_ms: i64,
+}
+
+/// The outcome of approving one decision.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Approval {
+    /// Approved now; `pod_migration` is the pod migration created with it.
+    Approved {
+        decision: DecisionRecord,
+        pod_migration: i64,
+    },
+    /// Not `proposed` (any more): nothing changed, except that a proposal past its TTL was
+    /// marked `expired` on the way.
+    NotProposed(DecisionRecord),
+    /// Proposed by a dry run: can never be approved.
+    DryRun(DecisionRecord),
+}
+
+/// The outcome of rejecting one decision: `Err` holds the decision when it was not `proposed`.
+pub type Rejection = Result<DecisionRecord, DecisionRecord>;
+
+/// Counts of a bulk approval.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BulkApproval {
+    /// Decisions matching the filter, whatever their status.
+    pub matched: u64,
+    /// Ids approved by this call (each got a pod migration).
+    pub approved: Vec<i64>,
+    /// Proposals found past their TTL and marked expired instead.
+    pub expired: u64,
+    /// Proposals of dry runs (never approvable).
+    pub dry_run: u64,
+}
+
+/// Actor of expiries.
+pub const EXPIRY_ACTOR: &str = "system:expiry";
+
+type Conn = sqlx::SqliteConnection;
+
+async fn insert_decision_event(
+    conn: &mut Conn,
+    id: i64,
+    from: DecisionStatus,
+    to: DecisionStatus,
+    actor: &str,
+    comment: Option<&str>,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO decision_events (decision_id, from_status, to_status, actor, comment, time) \
+         VALUES (?, ?, ?, ?, ?, ?)",
+    )
+    .bind(id)
+    .bind(from.as_str())
+    .bind(to.as_str())
+    .bind(actor)
+    .bind(comment)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// A status change of a decision.
+pub(crate) struct Transition<'a> {
+    /// Applies only when the decision is in one of these.
+    pub from: &'a [DecisionStatus],
+    pub to: DecisionStatus,
+    pub actor: &'a str,
+    pub comment: Option<&'a str>,
+    /// Becomes the decision's `status_reason` (kept when `None`).
+    pub reason: Option<&'a str>,
+}
+
+/// Apply `t` to decision `id` (with an event); returns whether it moved.
+pub(crate) async fn transition_decision(
+    conn: &mut Conn,
+    id: i64,
+    t: &Transition<'_>,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let Transition {
+        from,
+        to,
+        actor,
+        comment,
+        reason,
+    } = *t;
+    let current: Option<String> = sqlx::query_scalar("SELECT status FROM decisions WHERE id = ?")
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some(current) = current else {
+        return Ok(false);
+    };
+    let current: DecisionStatus = current
+        .parse()
+        .map_err(|e| StoreError::corrupt("decision status", e))?;
+    if !from.contains(&current) {
+        return Ok(false);
+    }
+    sqlx::query(
+        "UPDATE decisions SET status = ?, status_reason = COALESCE(?, status_reason), \
+         updated_at = ? WHERE id = ?",
+    )
+    .bind(to.as_str())
+    .bind(reason)
+    .bind(now)
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    insert_decision_event(conn, id, current, to, actor, comment, now).await?;
+    Ok(true)
+}
+
+/// Mark the proposals among `ids` (all proposals when `None`) created at or before
+/// `expire_before` as expired. Returns how many.
+async fn expire_in_tx(
+    conn: &mut Conn,
+    ids: Option<&[i64]>,
+    expire_before: i64,
+    now: i64,
+) -> Result<u64, StoreError> {
+    let mut sql = String::from(
+        "SELECT id, created_at FROM decisions WHERE status = 'proposed' AND created_at <= ?",
+    );
+    if ids.is_some() {
+        sql.push_str(" AND id IN (SELECT value FROM json_each(?))");
+    }
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(expire_before);
+    if let Some(ids) = ids {
+        query = query.bind(serde_json::Value::from(ids.to_vec()).to_string());
+    }
+    let rows = query.fetch_all(&mut *conn).await?;
+    for row in &rows {
+        let id: i64 = row.try_get("id")?;
+        let created: i64 = row.try_get("created_at")?;
+        let reason = format!(
+            "expired: not approved within the proposal TTL ({} s since it was proposed)",
+            (now - created) / 1000
+        );
+        transition_decision(
+            conn,
+            id,
+            &Transition {
+                from: &[DecisionStatus::Proposed],
+                to: DecisionStatus::Expired,
+                actor: EXPIRY_ACTOR,
+                comment: None,
+                reason: Some(&reason),
+            },
+            now,
+        )
+        .await?;
+    }
+    Ok(rows.len() as u64)
+}
+
+/// Approve one proposed decision of a non-dry run (with its event and pod migration), in the
+/// caller's transaction. Returns the pod migration id, or `None` when it was not approvable.
+async fn approve_in_tx(
+    conn: &mut Conn,
+    id: i64,
+    actor: &str,
+    comment: Option<&str>,
+    template: MigrationTemplate<'_>,
+    now: i64,
+) -> Result<Option<(DecisionRecord, i64)>, StoreError> {
+    // The conditional UPDATE is what makes concurrent approvals safe: only one of them sees
+    // `proposed`; the unique index on pod_migrations.decision_id backs it up.
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE decisions SET status = 'approved', updated_at = ? \
+         WHERE id = ? AND status = 'proposed' \
+         AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = decisions.run_id AND runs.dry_run = 1) \
+         RETURNING {COLUMNS}"
+    )))
+    .bind(now)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let decision = decision_from_row(&row)?;
+    insert_decision_event(
+        conn,
+        id,
+        DecisionStatus::Proposed,
+        DecisionStatus::Approved,
+        actor,
+        comment,
+        now,
+    )
+    .await?;
+    let migration = insert_for_decision(conn, &decision, actor, template, now).await?;
+    Ok(Some((decision, migration)))
+}
+
+/// Create the pod migration of a decision just approved (in the approval's transaction).
+pub(crate) async fn insert_for_decision(
+    conn: &mut sqlx::SqliteConnection,
+    decision: &DecisionRecord,
+    actor: &str,
+    template: MigrationTemplate<'_>,
+    now: i64,
+) -> Result<i64, StoreError> {
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO pod_migrations (decision_id, cluster, pod_uid, pod_namespace, pod_name, \
+         mode, phase, step, status, reason, message, source_node, ttl_ms, created_at, \
+         updated_at) VALUES (?, ?, ?, ?, ?, ?, 'Pending', ?, '', 'Created', ?, ?, ?, ?, ?) \
+         RETURNING id",
+    )
+    .bind(decision.id)
+    .bind(&decision.cluster)
+    .bind(&decision.pod_uid)
+    .bind(&decision.pod_namespace)
+    .bind(&decision.pod_name)
+    .bind(template.mode)
+    .bind(FIRST_STEP)
+    .bind("waiting for arbitration")
+    .bind(&decision.node)
+    .bind(template.ttl_ms)
+    .bind(now)
+    .bind(now)
+    .fetch_one(&mut *conn)
+    .await?;
+    insert_event(
+        conn,
+        id,
+        &NewEvent::normal(
+            "Created",
+            format!(
+                "pod migration of pod {}/{} from node {} ({}) created: decision {} approved by {actor}",
+                decision.pod_namespace, decision.pod_name, decision.node, template.mode, decision.id
+            ),
+        ),
+        now,
+    )
+    .await?;
+    Ok(id)
+}
+
+impl Store {
+    /// Approve a proposed decision and create its pod migration, atomically. A proposal created
+    /// at or before `expire_before` is marked expired instead.
+    pub async fn approve_decision(
+        &self,
+        id: i64,
+        actor: &str,
+        comment: Option<&str>,
+        expire_before: i64,
+        template: MigrationTemplate<'_>,
+    ) -> Result<Approval, StoreError> {
+        let now = now_ms();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        expire_in_tx(&mut tx, Some(&[id]), expire_before, now).await?;
+        let approved = approve_in_tx(&mut tx, id, actor, comment, template, now).await?;
+        tx.commit().await?;
+        if let Some((decision, pod_migration)) = approved {
+            return Ok(Approval::Approved {
+                decision,
+                pod_migration,
+            });
+        }
+        let decision = self.get_decision(id).await?;
+        if decision.status == DecisionStatus::Proposed {
+            Ok(Approval::DryRun(decision))
+        } else {
+            Ok(Approval::NotProposed(decision))
+        }
+    }
+
+    /// Approve several decisions, each with its own actor (auto-approve rules), in one
+    /// transaction. Returns `(decision, pod migration)` for those approved.
+    pub async fn approve_each(
+        &self,
+        approvals: &[(i64, String)],
+        expire_before: i64,
+        template: MigrationTemplate<'_>,
+    ) -> Result<Vec<(i64, i64)>, StoreError> {
+        if approvals.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = now_ms();
+        let ids: Vec<i64> = approvals.iter().map(|(id, _)| *id).collect();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        expire_in_tx(&mut tx, Some(&ids), expire_before, now).await?;
+        let mut done = Vec::new();
+        for (id, actor) in approvals {
+            if let Some((_, migration)) =
+                approve_in_tx(&mut tx, *id, actor, None, template, now).await?
+            {
+                done.push((*id, migration));
+            }
+        }
+        tx.commit().await?;
+        Ok(done)
+    }
+
+    /// Approve every proposed decision matching `filter` (its `status` and `after` are
+    /// ignored), in one transaction.
+    pub async fn approve_matching(
+        &self,
+        filter: &DecisionFilter,
+        actor: &str,
+        comment: Option<&str>,
+        expire_before: i64,
+        template: MigrationTemplate<'_>,
+    ) -> Result<BulkApproval, StoreError> {
+        let filter = DecisionFilter {
+            status: None,
+            after: None,
+            ..filter.clone()
+        };
+        let now = now_ms();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut sql = String::from("SELECT id, status FROM decisions WHERE 1 = 1");
+        filter.conditions(&mut sql);
+        sql.push_str(" ORDER BY id");
+        let rows = filter
+            .bind(sqlx::query(sqlx::AssertSqlSafe(sql)))
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut outcome = BulkApproval {
+            matched: rows.len() as u64,
+            ..BulkApproval::default()
+        };
+        let proposed: Vec<i64> = rows
+            .iter()
+            .filter(|r| r.try_get::<String, _>("status").ok().as_deref() == Some("proposed"))
+            .map(|r| r.try_get("id"))
+            .collect::<Result<_, _>>()?;
+        outcome.expired = expire_in_tx(&mut tx, Some(&proposed), expire_before, now).await?;
+        for id in proposed {
+            match approve_in_tx(&mut tx, id, actor, comment, template, now).await? {
+                Some(_) => outcome.approved.push(id),
+                None => {
+                    let status: String =
+                        sqlx::query_scalar("SELECT status FROM decisions WHERE id = ?")
+                            .bind(id)
+                            .fetch_one(&mut *tx)
+                            .await?;
+                    if status == "proposed" {
+                        outcome.dry_run += 1;
+                    }
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// Reject a proposed decision (a proposal past its TTL is marked expired instead).
+    pub async fn reject_decision(
+        &self,
+        id: i64,
+        actor: &str,
+        comment: Option<&str>,
+        expire_before: i64,
+    ) -> Result<Rejection, StoreError> {
+        let now = now_ms();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        expire_in_tx(&mut tx, Some(&[id]), expire_before, now).await?;
+        let moved = transition_decision(
+            &mut tx,
+            id,
+            &Transition {
+                from: &[DecisionStatus::Proposed],
+                to: DecisionStatus::Rejected,
+                actor,
+                comment,
+                reason: Some(&format!("rejected by {actor}")),
+            },
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        let decision = self.get_decision(id).await?;
+        Ok(if moved { Ok(decision) } else { Err(decision) })
+    }
+
+    /// Mark every proposal created at or before `expire_before` as expired. Returns how many.
+    pub async fn expire_proposals(&self, expire_before: i64) -> Result<u64, StoreError> {
+        // Cheap check first: most sweeps find nothing and need no write lock.
+        let any: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM decisions WHERE status = 'proposed' AND created_at <= ? LIMIT 1",
+        )
+        .bind(expire_before)
+        .fetch_optional(&self.pool)
+        .await?;
+        if any.is_none() {
+            return Ok(0);
+        }
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let n = expire_in_tx(&mut tx, None, expire_before, now_ms()).await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    /// Apply `change` to pod migration `id` if it is still unfinished and at step
+    /// `expect_step`, with its events and decision change, in one transaction. Returns whether
+    /// it applied (false: someone else moved it first, e.g. an abort).
+    pub async fn change_pod_migration(
+        &self,
+        id: i64,
+        expect_step: &str,
+        change: &MigrationChange,
+    ) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let row: Option<(i64,)> = sqlx::query_as(
+            "UPDATE pod_migrations SET \
+               step = COALESCE(?, step), phase = COALESCE(?, phase), \
+               status = COALESCE(?, status), reason = COALESCE(?, reason), \
+               message = COALESCE(?, message), target_node = COALESCE(?, target_node), \
+               reservation = COALESCE(?, reservation), \
+               reservation_released = MAX(reservation_released, ?), \
+               new_pod_uid = COALESCE(?, new_pod_uid), new_pod_name = COALESCE(?, new_pod_name), \
+               new_pod_node = COALESCE(?, new_pod_node), workload = COALESCE(?, workload), \
+               started_at = COALESCE(?, started_at), \
+               eviction_requested_at = COALESCE(?, eviction_requested_at), \
+               evicted_at = COALESCE(?, evicted_at), finished_at = COALESCE(?, finished_at), \
+               updated_at = ? \
+             WHERE id = ? AND step = ? AND phase IN ('Pending', 'Running') \
+             RETURNING decision_id",
+        )
+        .bind(change.step.as_deref())
+        .bind(change.phase.map(MigrationPhase::as_str))
+        .bind(change.status.as_deref())
+        .bind(change.reason.as_deref())
+        .bind(change.message.as_deref())
+        .bind(change.target_node.as_deref())
+        .bind(change.reservation.as_deref())
+        .bind(change.reservation_released)
+        .bind(change.new_pod_uid.as_deref())
+        .bind(change.new_pod_name.as_deref())
+        .bind(change.new_pod_node.as_deref())
+        .bind(change.workload.as_deref())
+        .bind(change.started_at)
+        .bind(change.eviction_requested_at)
+        .bind(change.evicted_at)
+        .bind(change.finished_at)
+        .bind(now)
+        .bind(id)
+        .bind(expect_step)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((decision_id,)) = row else {
+            return Ok(false);
+        };
+        for event in &change.events {
+            insert_event(&mut tx, id, event, now).await?;
+        }
+        if let Some(d) = &change.decision {
+            transition_decision(
+                &mut tx,
+                decision_id,
+                &Transition {
+                    from: &d.from,
+                    to: d.to,
+                    actor: &d.actor,
+                    comment: d.comment.as_deref(),
+                    reason: d.reason.as_deref(),
+                },
+                now,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+}
