@@ -13,7 +13,7 @@ use super::{Size, write_scenario};
 /// SHA-256 of gen_large.py's `small.json`, recorded once with CPython 3.11.7:
 ///
 /// ```text
-/// python3 /work/shared/bench/gen_large.py /tmp/x small && sha256sum /tmp/x/small.json
+/// python3 gen_large.py OUT small && sha256sum OUT/small.json   (gen_large.py: the descheduler benchmark's generator)
 /// ```
 ///
 /// `medium` and `large` are too big for a unit test; they were compared by hand (the Rust output
