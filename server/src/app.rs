@@ -1,10 +1,12 @@
-//! The application: start-up, shared state and the supervised server.
+//! The application: start-up, wiring and the supervised server.
 //!
 //! Owns: the start-up sequence (database → engine → built-in and uploaded policies → stored
-//! clusters → demo cluster → `default` profile → ready), [`AppState`], the in-memory cluster
-//! snapshots ([`Clusters`]), the operations start-up and the API share (snapshot ingest), and
-//! running the HTTP server until SIGINT/SIGTERM with every task supervised.
-//! Must not: hold SQL (that is `store`) or build HTTP responses (that is `http`).
+//! clusters → demo cluster → `default` profile → ready), building the handles every stage gets
+//! (their deps structs) and the HTTP layer's [`AppState`] from the same handles, and running the
+//! HTTP server, the scheduler and the pod-migration executor until SIGINT/SIGTERM with every
+//! task supervised.
+//! Must not: hold SQL (that is `store`), stage logic (snapshot ingest is `ingest`) or build
+//! HTTP responses (that is `http`).
 //!
 //! The HTTP listener is up from the start so `/healthz` and `/readyz` answer during start-up;
 //! `/api/v1` answers 503 until the server is ready.
@@ -15,209 +17,35 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::Context as _;
-use tokio::sync::{Mutex, Semaphore, watch};
+use tokio::sync::{Mutex, Notify, Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use crate::config::Settings;
+use crate::executor::{self, Executor};
+use crate::http::AppState;
+use crate::in_flight::InFlight;
+use crate::ingest::{Ingest, ms};
+use crate::{approval, trigger};
 use rebalancer_cluster::{self as cluster, Clusters};
 use rebalancer_engine::profile;
 use rebalancer_engine::{Engine, EngineConfig, PolicyRegistry};
-use rebalancer_store::{self as store, ClusterRecord, NewClusterState, Store};
+use rebalancer_store::{self as store, Store};
 
 /// Name of the demo cluster loaded into an empty database.
 pub const DEMO_CLUSTER: &str = "demo";
-/// The only backend so far: the cluster lives in the database.
-pub const BACKEND_SIMULATED: &str = "simulated";
 
-/// Everything a request handler needs. Cheap to clone.
+/// What start-up and supervision use.
 #[derive(Clone)]
-pub struct AppState {
-    pub store: Store,
-    pub engine: Engine,
-    pub registry: PolicyRegistry,
-    pub clusters: Clusters,
-    /// Set once start-up has finished; `/readyz` and `/api/v1` depend on it.
-    pub ready: Arc<AtomicBool>,
-    pub settings: Arc<Settings>,
-    /// Bounds CPU-heavy blocking work running at once (compilations, runs).
-    pub evaluations: Arc<Semaphore>,
-    /// One snapshot ingest at a time: each may hold several hundred MB while it runs.
-    pub ingest_lock: Arc<Mutex<()>>,
-    /// Serialises changes to policies and profiles, so a profile is never stored against a
-    /// policy that is being deleted.
-    pub catalog_lock: Arc<Mutex<()>>,
-    /// Held (shared) by every [`AppState::detached`] task; shutdown takes it exclusively before
-    /// closing the database, so no committed change is cut off half-way.
-    in_flight: Arc<tokio::sync::RwLock<()>>,
-    /// Prometheus metrics (`/metrics`).
-    pub metrics: Arc<crate::metrics::Metrics>,
-    /// Wakes the scheduler ([`crate::trigger::run_scheduler`]) after a schedule changed.
-    pub schedules_changed: Arc<tokio::sync::Notify>,
-    /// Where pod migrations act: the simulated backend (the cluster lives in the database).
-    pub backend: Arc<dyn crate::backend::Backend>,
-    /// The pod-migration executor's handle: wake it, read its knobs, abort through it.
-    pub executor: crate::executor::Executor,
-}
-
-impl AppState {
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
-    }
-
-    /// Run `work` to completion even when the caller goes away: a client disconnecting in the
-    /// middle of a write must not leave the database and the in-memory state out of step (or a
-    /// run stuck `running`). Shutdown waits for these tasks.
-    pub async fn detached<T: Send + 'static>(
-        &self,
-        work: impl Future<Output = T> + Send + 'static,
-    ) -> Result<T, tokio::task::JoinError> {
-        let guard = self.in_flight.clone().read_owned().await;
-        tokio::spawn(async move {
-            let _guard = guard;
-            work.await
-        })
-        .await
-    }
-}
-
-/// Why a snapshot was not ingested.
-#[derive(Debug, thiserror::Error)]
-pub enum IngestFailure {
-    #[error("invalid cluster name {name:?}: {reason}")]
-    InvalidName { name: String, reason: &'static str },
-    #[error(transparent)]
-    Document(#[from] cluster::IngestError),
-    #[error(transparent)]
-    Store(#[from] store::StoreError),
-    #[error("ingest task failed: {0}")]
-    Task(#[from] tokio::task::JoinError),
-}
-
-/// What an ingest did.
-#[derive(Debug)]
-pub struct IngestOutcome {
-    pub record: ClusterRecord,
-    pub created: bool,
-    pub parse_ms: f64,
-    pub build_ms: f64,
-    pub persist_ms: f64,
-    pub total_ms: f64,
-}
-
-/// Names of clusters and profiles (they appear in URLs): 1–63 of `a-z 0-9 - . _`, starting and
-/// ending with a letter or digit.
-pub fn check_name(name: &str) -> Result<(), &'static str> {
-    if name.is_empty() || name.len() > 63 {
-        return Err("must be 1 to 63 characters long");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_'))
-    {
-        return Err("may only contain lower-case letters, digits, '-', '.' and '_'");
-    }
-    let edge = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    if !edge(name.as_bytes()[0]) || !edge(name.as_bytes()[name.len() - 1]) {
-        return Err("must start and end with a lower-case letter or a digit");
-    }
-    Ok(())
-}
-
-fn ms(since: Instant) -> f64 {
-    since.elapsed().as_secs_f64() * 1000.0
-}
-
-impl AppState {
-    /// Replace (or create) a cluster's state from a Kubernetes `List` document: parse, build
-    /// the snapshot, persist in one transaction, and only then swap the in-memory snapshot.
-    /// On any error the previous state is untouched.
-    pub async fn ingest_snapshot(
-        &self,
-        name: &str,
-        body: Vec<u8>,
-        format: cluster::Format,
-    ) -> Result<IngestOutcome, IngestFailure> {
-        check_name(name).map_err(|reason| IngestFailure::InvalidName {
-            name: name.to_string(),
-            reason,
-        })?;
-        let _one_at_a_time = self.ingest_lock.lock().await;
-        let started = Instant::now();
-
-        let objects =
-            tokio::task::spawn_blocking(move || cluster::parse_list(body, format)).await??;
-        let parse_ms = ms(started);
-
-        let revision = self.clusters.next_revision();
-        let time_ms = store::now_ms();
-        let build_started = Instant::now();
-        let (objects, snapshot) = tokio::task::spawn_blocking(move || {
-            let snapshot = cluster::build_snapshot(&objects, revision, time_ms)?;
-            Ok::<_, cluster::IngestError>((objects, snapshot))
-        })
-        .await??;
-        let build_ms = ms(build_started);
-
-        let counts = &snapshot.counts;
-        let warnings = serde_json::to_value(&snapshot.warnings)
-            .map_err(|e| store::StoreError::corrupt("ingest warnings", e))?;
-        let rows = objects.stored_objects().map(|o| store::ObjectRow {
-            kind: o.kind,
-            api_version: o.api_version,
-            namespace: o.namespace,
-            name: o.name,
-            uid: o.uid,
-            body: o.json,
-        });
-        let persist_started = Instant::now();
-        let (record, created) = self
-            .store
-            .replace_cluster_state(
-                &NewClusterState {
-                    name,
-                    backend: BACKEND_SIMULATED,
-                    revision: revision as i64,
-                    snapshot_time_ms: time_ms,
-                    node_count: counts.get("Node").copied().unwrap_or(0) as i64,
-                    pod_count: counts.get("Pod").copied().unwrap_or(0) as i64,
-                    counts,
-                    warnings: &warnings,
-                },
-                rows,
-            )
-            .await?;
-        let persist_ms = ms(persist_started);
-        // The object set holds the whole pushed document; once persisted, keep only the
-        // compressed rows.
-        drop(objects);
-        let snapshot = tokio::task::spawn_blocking(move || {
-            let mut snapshot = snapshot;
-            snapshot.compact_json();
-            snapshot
-        })
-        .await?;
-        let warning_count = snapshot.warnings.len();
-        self.clusters.insert(name, Arc::new(snapshot));
-        let outcome = IngestOutcome {
-            record,
-            created,
-            parse_ms,
-            build_ms,
-            persist_ms,
-            total_ms: ms(started),
-        };
-        tracing::info!(
-            cluster = name,
-            revision,
-            objects = outcome.record.object_count,
-            warnings = warning_count,
-            parse_ms = outcome.parse_ms,
-            build_ms = outcome.build_ms,
-            persist_ms = outcome.persist_ms,
-            "cluster snapshot ingested"
-        );
-        Ok(outcome)
-    }
+struct Core {
+    settings: Arc<Settings>,
+    store: Store,
+    engine: Engine,
+    registry: PolicyRegistry,
+    clusters: Clusters,
+    ingest: Ingest,
+    executor: Executor,
+    ready: Arc<AtomicBool>,
+    in_flight: InFlight,
 }
 
 /// A running server.
@@ -278,29 +106,65 @@ pub async fn spawn_with_backend(
     })
     .context("starting the policy engine")?;
     let clusters = Clusters::default();
-    let ingest_lock = Arc::new(Mutex::new(()));
-    let backend = backend.unwrap_or_else(|| {
-        Arc::new(crate::backend::SimulatedBackend::new(
-            store.clone(),
-            clusters.clone(),
-            ingest_lock.clone(),
-        ))
-    });
-    let state = AppState {
-        store,
+    let ingest = Ingest::new(store.clone(), clusters.clone());
+    let backend =
+        backend.unwrap_or_else(|| Arc::new(crate::backend::SimulatedBackend::new(ingest.clone())));
+    let core = Core {
+        settings: settings.clone(),
+        store: store.clone(),
         engine,
         registry: PolicyRegistry::default(),
-        clusters,
-        backend,
-        executor: crate::executor::Executor::default(),
+        clusters: clusters.clone(),
+        ingest,
+        executor: Executor::default(),
         ready: Arc::new(AtomicBool::new(false)),
-        evaluations: Arc::new(Semaphore::new(settings.max_concurrent_evaluations.max(1))),
-        ingest_lock,
-        catalog_lock: Arc::new(Mutex::new(())),
-        in_flight: Arc::new(tokio::sync::RwLock::new(())),
-        metrics: Arc::new(crate::metrics::Metrics::new()),
-        schedules_changed: Arc::new(tokio::sync::Notify::new()),
+        in_flight: InFlight::default(),
+    };
+    let metrics = Arc::new(crate::metrics::Metrics::new());
+    let evaluations = Arc::new(Semaphore::new(settings.max_concurrent_evaluations.max(1)));
+    let schedules_changed = Arc::new(Notify::new());
+    let approval = approval::Deps {
+        store: store.clone(),
+        clusters: clusters.clone(),
+        executor: core.executor.clone(),
+        proposal_ttl_ms: settings.proposal_ttl_ms,
+    };
+    let runs = trigger::Deps {
+        store: store.clone(),
+        clusters: clusters.clone(),
+        engine: core.engine.clone(),
+        registry: core.registry.clone(),
+        evaluations: evaluations.clone(),
+        metrics: metrics.clone(),
+        approval: approval.clone(),
+        in_flight: core.in_flight.clone(),
+        schedules_changed: schedules_changed.clone(),
+    };
+    let pod_migrations = executor::Deps {
+        store: store.clone(),
+        clusters: clusters.clone(),
+        backend: backend.clone(),
+        executor: core.executor.clone(),
+        metrics: metrics.clone(),
+        proposal_ttl_ms: settings.proposal_ttl_ms,
+    };
+    let state = AppState {
         settings: settings.clone(),
+        ready: core.ready.clone(),
+        store,
+        engine: core.engine.clone(),
+        registry: core.registry.clone(),
+        clusters,
+        evaluations,
+        catalog_lock: Arc::new(Mutex::new(())),
+        in_flight: core.in_flight.clone(),
+        metrics,
+        schedules_changed,
+        backend,
+        ingest: core.ingest.clone(),
+        runs: runs.clone(),
+        approval,
+        pod_migrations: pod_migrations.clone(),
     };
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
@@ -309,7 +173,15 @@ pub async fn spawn_with_backend(
     tracing::info!(%addr, database = %settings.database.display(), "listening");
 
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let task = tokio::spawn(supervise(state.clone(), listener, shutdown_rx));
+    let router = crate::http::router(state.clone());
+    let task = tokio::spawn(supervise(
+        core,
+        router,
+        runs,
+        pod_migrations,
+        listener,
+        shutdown_rx,
+    ));
     Ok(Server {
         addr,
         state,
@@ -358,24 +230,23 @@ async fn shutdown_signal() -> std::io::Result<&'static str> {
 /// Run the HTTP server and the start-up sequence side by side; the first failure of either
 /// stops both and is returned.
 async fn supervise(
-    state: AppState,
+    core: Core,
+    router: axum::Router,
+    runs: trigger::Deps,
+    pod_migrations: executor::Deps,
     listener: tokio::net::TcpListener,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let (stop_serving, stop_rx) = watch::channel(false);
-    let router = crate::http::router(state.clone());
     let serve = axum::serve(listener, router).with_graceful_shutdown(wait_true(stop_rx));
     let mut serve = std::pin::pin!(serve.into_future());
-    let mut startup = std::pin::pin!(start_up(state.clone()));
+    let mut startup = std::pin::pin!(start_up(core.clone()));
     let mut startup_done = false;
     // Periodic and change-triggered runs, once start-up is done.
-    let mut scheduler = std::pin::pin!(crate::trigger::run_scheduler(state.clone()));
+    let mut scheduler = std::pin::pin!(trigger::run_scheduler(runs));
     let mut scheduling = false;
     // The pod-migration executor, once start-up is done; stops when serving stops.
-    let mut executor = std::pin::pin!(crate::executor::run(
-        state.clone(),
-        stop_serving.subscribe()
-    ));
+    let mut executor = std::pin::pin!(executor::run(pod_migrations, stop_serving.subscribe()));
     let mut executing = false;
     let mut failure: Option<anyhow::Error> = None;
 
@@ -391,12 +262,12 @@ async fn supervise(
                 startup_done = true;
                 match started {
                     Ok(()) => {
-                        state.ready.store(true, Ordering::Release);
+                        core.ready.store(true, Ordering::Release);
                         scheduling = true;
                         executing = true;
                         tracing::info!(
-                            policies = state.registry.list().len(),
-                            clusters = state.clusters.len(),
+                            policies = core.registry.list().len(),
+                            clusters = core.clusters.len(),
                             "ready"
                         );
                     }
@@ -431,10 +302,10 @@ async fn supervise(
         let _ = stop_serving.send(true);
         executor.await;
     }
-    state.ready.store(false, Ordering::Release);
+    core.ready.store(false, Ordering::Release);
     // Let detached writes finish before the database closes.
-    drop(state.in_flight.write().await);
-    state.store.close().await;
+    core.in_flight.drain().await;
+    core.store.close().await;
     tracing::info!("stopped");
     match failure {
         Some(e) => Err(e),
@@ -448,15 +319,15 @@ async fn wait_true(mut rx: watch::Receiver<bool>) {
 }
 
 /// Everything between an open database and a ready server.
-async fn start_up(state: AppState) -> anyhow::Result<()> {
+async fn start_up(core: Core) -> anyhow::Result<()> {
     crate::auth::bootstrap(
-        &state.store,
-        state.settings.admin_token.as_ref(),
+        &core.store,
+        core.settings.admin_token.as_ref(),
         &mut std::io::stdout(),
     )
     .await
     .context("setting up the admin API token")?;
-    let interrupted = state
+    let interrupted = core
         .store
         .fail_interrupted_runs("interrupted: the server stopped before the run finished")
         .await?;
@@ -466,35 +337,34 @@ async fn start_up(state: AppState) -> anyhow::Result<()> {
             "marked runs interrupted by a restart as failed"
         );
     }
-    crate::executor::load_config(&state).await?;
-    register_builtins(&state).await?;
-    load_user_policies(&state).await?;
-    load_clusters(&state).await?;
-    if state.settings.demo && state.store.list_clusters().await?.is_empty() {
+    executor::load_config(&core.store, &core.executor).await?;
+    register_builtins(&core).await?;
+    load_user_policies(&core).await?;
+    core.ingest.load_stored().await?;
+    if core.settings.demo && core.store.list_clusters().await?.is_empty() {
         let demo = rebalancer_sim::demo::demo_cluster_json();
-        state
-            .ingest_snapshot(DEMO_CLUSTER, demo, cluster::Format::Json)
+        core.ingest
+            .snapshot(DEMO_CLUSTER, demo, cluster::Format::Json)
             .await
             .context("loading the demo cluster")?;
     }
-    ensure_default_profile(&state).await?;
+    ensure_default_profile(&core).await?;
     Ok(())
 }
 
 /// Compile every built-in module, store it, register it. A built-in that does not compile is a
 /// broken build: start-up fails.
-async fn register_builtins(state: &AppState) -> anyhow::Result<()> {
+async fn register_builtins(core: &Core) -> anyhow::Result<()> {
     let mut names = Vec::new();
     for &(stem, wasm) in rebalancer_builtins::modules() {
         let started = Instant::now();
-        let engine = state.engine.clone();
+        let engine = core.engine.clone();
         let policy = tokio::task::spawn_blocking(move || engine.compile(wasm))
             .await?
             .with_context(|| format!("compiling the built-in policy module {stem}"))?;
         let meta = &policy.meta;
         let metadata = serde_json::to_value(meta)?;
-        state
-            .store
+        core.store
             .upsert_builtin_policy(&store::NewPolicy {
                 name: &meta.name,
                 version: &meta.version,
@@ -506,10 +376,10 @@ async fn register_builtins(state: &AppState) -> anyhow::Result<()> {
             .await?;
         tracing::info!(policy = %meta.name, version = %meta.version, compile_ms = ms(started), "built-in policy registered");
         names.push(meta.name.clone());
-        state.registry.insert(policy, true);
+        core.registry.insert(policy, true);
     }
     let keep: Vec<&str> = names.iter().map(String::as_str).collect();
-    for removed in state.store.remove_builtins_except(&keep).await? {
+    for removed in core.store.remove_builtins_except(&keep).await? {
         tracing::info!(policy = %removed, "built-in policy no longer shipped; removed");
     }
     Ok(())
@@ -517,13 +387,13 @@ async fn register_builtins(state: &AppState) -> anyhow::Result<()> {
 
 /// Compile the uploaded modules kept in the database. One that no longer compiles (e.g. an ABI
 /// this build does not serve) stays stored but unregistered, with an error in the log.
-async fn load_user_policies(state: &AppState) -> anyhow::Result<()> {
-    for (name, wasm) in state.store.user_policy_modules().await? {
-        let engine = state.engine.clone();
+async fn load_user_policies(core: &Core) -> anyhow::Result<()> {
+    for (name, wasm) in core.store.user_policy_modules().await? {
+        let engine = core.engine.clone();
         match tokio::task::spawn_blocking(move || engine.compile(&wasm)).await? {
             Ok(policy) if policy.meta.name == name => {
                 tracing::info!(policy = %name, "uploaded policy loaded");
-                state.registry.insert(policy, false);
+                core.registry.insert(policy, false);
             }
             Ok(policy) => tracing::error!(
                 policy = %name,
@@ -538,48 +408,8 @@ async fn load_user_policies(state: &AppState) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Rebuild the snapshot of every stored cluster. A cluster whose stored objects no longer
-/// build stays in the database, unloaded, with an error in the log.
-async fn load_clusters(state: &AppState) -> anyhow::Result<()> {
-    for record in state.store.list_clusters().await? {
-        state.clusters.raise_revision(record.revision as u64);
-        let started = Instant::now();
-        let objects = state.store.cluster_objects(record.id).await?;
-        let (revision, time_ms) = (record.revision as u64, record.snapshot_time_ms);
-        let built = tokio::task::spawn_blocking(move || {
-            let set = cluster::ObjectSet::from_stored(objects.into_iter().map(|o| {
-                cluster::StoredObjectBuf {
-                    kind: o.kind,
-                    api_version: o.api_version,
-                    namespace: o.namespace,
-                    name: o.name,
-                    uid: o.uid,
-                    json: o.body,
-                }
-            }))?;
-            let mut snapshot = cluster::build_snapshot(&set, revision, time_ms)?;
-            drop(set);
-            snapshot.compact_json();
-            Ok::<_, cluster::IngestError>(snapshot)
-        })
-        .await?;
-        match built {
-            Ok(snapshot) => {
-                tracing::info!(cluster = %record.name, revision, objects = record.object_count, load_ms = ms(started), "cluster loaded");
-                state.clusters.insert(&record.name, Arc::new(snapshot));
-            }
-            Err(e) => tracing::error!(
-                cluster = %record.name,
-                error = %e,
-                "the stored state of this cluster does not build; push a new snapshot"
-            ),
-        }
-    }
-    Ok(())
-}
-
 /// Create the `default` profile when missing (an existing one is the user's and is kept).
-async fn ensure_default_profile(state: &AppState) -> anyhow::Result<()> {
+async fn ensure_default_profile(core: &Core) -> anyhow::Result<()> {
     let document = profile::default_profile_document();
     let spec = profile::parse_deschedule_policy(&document).map_err(|errors| {
         anyhow::anyhow!(
@@ -592,8 +422,8 @@ async fn ensure_default_profile(state: &AppState) -> anyhow::Result<()> {
         )
     })?;
     let (engine, registry, doc, checked) = (
-        state.engine.clone(),
-        state.registry.clone(),
+        core.engine.clone(),
+        core.registry.clone(),
         document.clone(),
         spec.clone(),
     );
@@ -611,7 +441,7 @@ async fn ensure_default_profile(state: &AppState) -> anyhow::Result<()> {
                 .join("; ")
         );
     }
-    let created = state
+    let created = core
         .store
         .create_profile_if_missing(
             profile::DEFAULT_PROFILE,
@@ -626,19 +456,4 @@ async fn ensure_default_profile(state: &AppState) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names() {
-        for ok in ["demo", "prod-eu-1", "a", "x.y_z", "0"] {
-            assert!(check_name(ok).is_ok(), "{ok}");
-        }
-        for bad in ["", "Prod", "-a", "a-", "a b", "é", &"x".repeat(64)] {
-            assert!(check_name(bad).is_err(), "{bad}");
-        }
-    }
 }

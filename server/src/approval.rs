@@ -1,11 +1,12 @@
-//! Approval: the rules of moving a decision from `proposed` to `approved` or `rejected`, and
-//! auto-approve rules per profile.
+//! Approval: moving a decision from `proposed` to `approved` or `rejected` — by hand, in bulk,
+//! or by a profile's auto-approve rules — and what follows each approval.
 //!
-//! Owns: what a new pod migration starts with ([`template`], from the executor's knobs), the
-//! proposal TTL cut-off ([`expire_before`]), the auto-approve rule format and matching, and
-//! applying the rules to the decisions a run just stored ([`auto_approve_run`]).
+//! Owns: [`approve`], [`approve_matching`], [`reject`] and [`auto_approve_run`], each written
+//! once as: store transaction → wake the executor → audit; what a new pod migration starts
+//! with (from the executor's knobs), the proposal TTL cut-off, the auto-approve rule format and
+//! matching; [`ApprovalError`], which callers act on.
 //! Must not: hold SQL (the conditional updates that make concurrent approvals safe are in
-//! `store::decisions`) or build HTTP responses.
+//! `store::decisions`) or build HTTP responses (`http::decisions` parses and maps).
 //!
 //! Auto-approve rules are stored beside a profile (`PUT /api/v1/profiles/{name}/auto-approve`),
 //! not inside its DeschedulerPolicy document, which stays exactly what the user sent.
@@ -15,8 +16,15 @@ use std::collections::{HashMap, HashSet};
 use rebalancer_policy_sdk::k8s::selector::{LabelSelectorSpec, Selector};
 use serde::{Deserialize, Serialize};
 
-use crate::app::AppState;
-use rebalancer_store::{MigrationTemplate, RunRecord, StoreError, now_ms};
+use crate::audit::{self, action, kind};
+use crate::auth::Principal;
+use crate::executor::Executor;
+use rebalancer_cluster::Clusters;
+use rebalancer_store::{
+    Approval, BulkApproval, DecisionFilter, DecisionRecord, MigrationTemplate, RunRecord, Store,
+    StoreError, now_ms,
+};
+use serde_json::{Value, json};
 
 /// Prefix of the actor recorded for an auto-approval: `auto-approve:<rule>`.
 pub const AUTO_APPROVE_ACTOR: &str = "auto-approve:";
@@ -116,23 +124,217 @@ impl Compiled<'_> {
     }
 }
 
-/// How a new pod migration starts (mode and TTL from the knobs in force).
-pub fn template(state: &AppState) -> (String, i64) {
-    let config = state.executor.config();
-    (
-        config.default_job_mode.as_str().to_string(),
-        config.ttl_ms(),
-    )
+/// What approving needs. Cheap to clone.
+#[derive(Clone)]
+pub struct Deps {
+    pub store: Store,
+    /// Pod labels, for the rules' pod selectors.
+    pub clusters: Clusters,
+    /// Woken after every approval; its knobs give a new pod migration's mode and TTL.
+    pub executor: Executor,
+    /// Proposals older than this are expired instead of approved.
+    pub proposal_ttl_ms: i64,
 }
 
-/// Proposals created at or before this instant are past the proposal TTL.
-pub fn expire_before(state: &AppState) -> i64 {
-    now_ms() - state.settings.proposal_ttl_ms
+impl Deps {
+    /// Proposals created at or before this instant are past the proposal TTL.
+    pub fn expire_before(&self) -> i64 {
+        now_ms() - self.proposal_ttl_ms
+    }
+
+    /// How a new pod migration starts (mode and TTL from the knobs in force).
+    fn template(&self) -> (String, i64) {
+        let config = self.executor.config();
+        (
+            config.default_job_mode.as_str().to_string(),
+            config.ttl_ms(),
+        )
+    }
+}
+
+/// Why a decision was not approved or rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalError {
+    /// It is no longer `proposed` (nothing changed, except that a proposal past its TTL was
+    /// marked `expired` on the way). `verb` is what was asked: `approved` or `rejected`.
+    #[error("{}", not_proposed_message(decision, verb))]
+    NotProposed {
+        decision: Box<DecisionRecord>,
+        verb: &'static str,
+    },
+    /// Proposed by a dry run: can never be approved.
+    #[error(
+        "decision {} was proposed by dry run {}: decisions of dry runs can never be approved; \
+         start a run without dryRun",
+        .0.id,
+        .0.run_id
+    )]
+    DryRun(Box<DecisionRecord>),
+    /// No such decision (`StoreError::NotFound`), or the database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn not_proposed_message(d: &DecisionRecord, verb: &str) -> String {
+    let mut message = format!(
+        "decision {} is {}, not proposed: only proposed decisions can be {verb}",
+        d.id,
+        d.status.as_str()
+    );
+    if let Some(reason) = &d.status_reason {
+        message.push_str(&format!(" ({reason})"));
+    }
+    message
+}
+
+/// A decision just approved.
+#[derive(Debug)]
+pub struct Approved {
+    /// The decision, now `approved`.
+    pub decision: DecisionRecord,
+    /// The pod migration created with it.
+    pub pod_migration: i64,
+}
+
+/// Approve one proposed decision: its pod migration is created at once (exactly one, however
+/// many approvals race); a proposal past the TTL is marked `expired` instead.
+pub async fn approve(
+    deps: &Deps,
+    id: i64,
+    actor: &Principal,
+    comment: Option<String>,
+) -> Result<Approved, ApprovalError> {
+    let (mode, ttl_ms) = deps.template();
+    let outcome = deps
+        .store
+        .approve_decision(
+            id,
+            &actor.name,
+            comment.as_deref(),
+            deps.expire_before(),
+            MigrationTemplate {
+                mode: &mode,
+                ttl_ms,
+            },
+        )
+        .await?;
+    match outcome {
+        Approval::Approved {
+            decision,
+            pod_migration,
+        } => {
+            tracing::info!(decision = id, pod_migration, actor = %actor.name, "decision approved");
+            after_approval(
+                deps,
+                actor,
+                [(
+                    id,
+                    json!({"comment": comment, "podMigration": pod_migration}),
+                )],
+            )
+            .await;
+            Ok(Approved {
+                decision,
+                pod_migration,
+            })
+        }
+        Approval::NotProposed(decision) => Err(ApprovalError::NotProposed {
+            decision: Box::new(decision),
+            verb: "approved",
+        }),
+        Approval::DryRun(decision) => Err(ApprovalError::DryRun(Box::new(decision))),
+    }
+}
+
+/// Approve every proposed decision matching `filter`, in one transaction; each gets its pod
+/// migration.
+pub async fn approve_matching(
+    deps: &Deps,
+    filter: &DecisionFilter,
+    actor: &Principal,
+    comment: Option<String>,
+) -> Result<BulkApproval, ApprovalError> {
+    let (mode, ttl_ms) = deps.template();
+    let outcome = deps
+        .store
+        .approve_matching(
+            filter,
+            &actor.name,
+            comment.as_deref(),
+            deps.expire_before(),
+            MigrationTemplate {
+                mode: &mode,
+                ttl_ms,
+            },
+        )
+        .await?;
+    after_approval(
+        deps,
+        actor,
+        outcome
+            .approved
+            .iter()
+            .map(|&id| (id, json!({"comment": comment, "bulk": true}))),
+    )
+    .await;
+    Ok(outcome)
+}
+
+/// Reject one proposed decision.
+pub async fn reject(
+    deps: &Deps,
+    id: i64,
+    actor: &Principal,
+    comment: Option<String>,
+) -> Result<DecisionRecord, ApprovalError> {
+    let decision = deps
+        .store
+        .reject_decision(id, &actor.name, comment.as_deref(), deps.expire_before())
+        .await?
+        .map_err(|decision| ApprovalError::NotProposed {
+            decision: Box::new(decision),
+            verb: "rejected",
+        })?;
+    audit::record(
+        &deps.store,
+        actor,
+        action::DECISION_REJECT,
+        kind::DECISION,
+        &id.to_string(),
+        Some(json!({"comment": comment})),
+    )
+    .await;
+    Ok(decision)
+}
+
+/// What follows every committed approval: wake the executor once, then write one audit entry
+/// per approved decision (`(decision id, detail)`). Nothing when nothing was approved.
+async fn after_approval(
+    deps: &Deps,
+    actor: &Principal,
+    approved: impl IntoIterator<Item = (i64, Value)>,
+) {
+    let approved: Vec<(i64, Value)> = approved.into_iter().collect();
+    if approved.is_empty() {
+        return;
+    }
+    deps.executor.wake();
+    for (decision, detail) in approved {
+        audit::record(
+            &deps.store,
+            actor,
+            action::DECISION_APPROVE,
+            kind::DECISION,
+            &decision.to_string(),
+            Some(detail),
+        )
+        .await;
+    }
 }
 
 /// The stored rules of a profile (none when never set).
-pub async fn rules_of(state: &AppState, profile: &str) -> Result<AutoApproveRules, StoreError> {
-    match state.store.auto_approve_rules(profile).await? {
+pub async fn rules_of(store: &Store, profile: &str) -> Result<AutoApproveRules, StoreError> {
+    match store.auto_approve_rules(profile).await? {
         Some((json, _)) => serde_json::from_value(json)
             .map_err(|e| StoreError::corrupt(format!("auto-approve rules of {profile}"), e)),
         None => Ok(AutoApproveRules::default()),
@@ -141,11 +343,11 @@ pub async fn rules_of(state: &AppState, profile: &str) -> Result<AutoApproveRule
 
 /// Apply the profile's auto-approve rules to the proposals a run just stored. A dry run's
 /// decisions are never approved. Returns how many were approved.
-pub async fn auto_approve_run(state: &AppState, run: &RunRecord) -> Result<usize, StoreError> {
+pub async fn auto_approve_run(deps: &Deps, run: &RunRecord) -> Result<usize, StoreError> {
     if run.dry_run {
         return Ok(0);
     }
-    let rules = rules_of(state, &run.profile).await?;
+    let rules = rules_of(&deps.store, &run.profile).await?;
     if rules.rules.is_empty() {
         return Ok(0);
     }
@@ -165,10 +367,10 @@ pub async fn auto_approve_run(state: &AppState, run: &RunRecord) -> Result<usize
             }),
         })
         .collect();
-    let decisions = state.store.proposed_decisions_of_run(run.id).await?;
+    let decisions = deps.store.proposed_decisions_of_run(run.id).await?;
     let mut labels: HashMap<String, Vec<(String, String)>> = HashMap::new();
     if compiled.iter().any(|c| c.selector.is_some())
-        && let Some(snapshot) = state.clusters.get(&run.cluster)
+        && let Some(snapshot) = deps.clusters.get(&run.cluster)
     {
         let wanted: HashSet<&str> = decisions.iter().map(|d| d.pod_uid.as_str()).collect();
         for pod in snapshot.cluster().pods() {
@@ -195,12 +397,12 @@ pub async fn auto_approve_run(state: &AppState, run: &RunRecord) -> Result<usize
             approvals.push((d.id, format!("{AUTO_APPROVE_ACTOR}{}", c.rule.name)));
         }
     }
-    let (mode, ttl_ms) = template(state);
-    let approved = state
+    let (mode, ttl_ms) = deps.template();
+    let approved = deps
         .store
         .approve_each(
             &approvals,
-            expire_before(state),
+            deps.expire_before(),
             MigrationTemplate {
                 mode: &mode,
                 ttl_ms,
@@ -213,25 +415,21 @@ pub async fn auto_approve_run(state: &AppState, run: &RunRecord) -> Result<usize
             approved = approved.len(),
             "auto-approved proposals"
         );
-        let actor = crate::auth::Principal::system("auto-approve");
-        for (decision, migration) in &approved {
+    }
+    let actor = Principal::system("auto-approve");
+    after_approval(
+        deps,
+        &actor,
+        approved.iter().map(|&(decision, migration)| {
             let rule = approvals
                 .iter()
-                .find(|(id, _)| id == decision)
+                .find(|(id, _)| *id == decision)
                 .map(|(_, a)| a.clone())
                 .unwrap_or_default();
-            crate::audit::record(
-                state,
-                &actor,
-                crate::audit::action::DECISION_APPROVE,
-                crate::audit::kind::DECISION,
-                &decision.to_string(),
-                Some(serde_json::json!({"rule": rule, "podMigration": migration})),
-            )
-            .await;
-        }
-        state.executor.wake();
-    }
+            (decision, json!({"rule": rule, "podMigration": migration}))
+        }),
+    )
+    .await;
     Ok(approved.len())
 }
 

@@ -3,15 +3,14 @@
 //! Owns: action names (`<object kind>.<verb>`) and object kinds, and how an entry is written —
 //! after the change it describes has been committed, in a task that completes even when the
 //! client goes away, with a failure logged (the change itself already happened). Safe to call
-//! from inside [`AppState::detached`] work.
+//! from inside [`InFlight::detached`](crate::in_flight::InFlight::detached) work.
 //! Must not: decide who may do what (that is `http::auth`); the log is append-only (no update
 //! or delete exists in `store::audit`, and the schema refuses them).
 
 use serde_json::Value;
 
-use crate::app::AppState;
 use crate::auth::Principal;
-use rebalancer_store::NewAuditEntry;
+use rebalancer_store::{NewAuditEntry, Store};
 
 /// Action names: `<object kind>.<verb>`.
 pub mod action {
@@ -48,18 +47,18 @@ pub mod kind {
 /// committed. Never fails the request: a failure to write is logged as an error.
 ///
 /// ```ignore
-/// audit::record(&state, &actor, action::DECISION_APPROVE, kind::DECISION, &id.to_string(),
+/// audit::record(&store, &actor, action::DECISION_APPROVE, kind::DECISION, &id.to_string(),
 ///               Some(json!({"comment": comment}))).await;
 /// ```
 pub async fn record(
-    state: &AppState,
+    store: &Store,
     actor: &Principal,
     action: &'static str,
     object_kind: &'static str,
     object_id: &str,
     detail: Option<Value>,
 ) {
-    let store = state.store.clone();
+    let store = store.clone();
     let actor = actor.clone();
     let object_id = object_id.to_string();
     let write = async move {
@@ -86,7 +85,7 @@ pub async fn record(
         }
     };
     // A task of its own, so a client that disconnects now does not cut the entry off. Not
-    // `AppState::detached`: callers are often inside a detached task already, and taking the
+    // `InFlight::detached`: callers are often inside a detached task already, and taking the
     // shutdown guard twice could wait forever behind a shutdown that waits for the caller.
     if let Err(e) = tokio::spawn(write).await {
         tracing::error!(error = %e, action, "the audit log task failed");

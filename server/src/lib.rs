@@ -7,22 +7,27 @@
 //! In pipeline order:
 //! - [`config`]: command line and environment → validated [`config::Settings`].
 //! - [`telemetry`]: the `tracing` subscriber.
-//! - [`app`]: start-up sequence, shared [`app::AppState`], the supervised server.
+//! - [`app`]: start-up sequence, wiring of every stage's handles, the supervised server.
+//! - [`in_flight`]: writes that outlive their caller, and the shutdown barrier for them.
 //! - [`auth`]: API tokens and roles, the admin token at first start; [`audit`]: the audit log.
-//! - [`http`]: the REST API (axum + utoipa), error shape, OpenAPI document, Swagger UI.
-//! - [`store`]: SQLite persistence; all SQL lives here.
-//! - [`cluster`]: cluster state — ingest of Kubernetes objects, snapshots, utilization,
-//!   scheduling predicates and PDB arithmetic.
-//! - [`engine`]: the wasmtime host — module validation, sandbox, policy registry.
-//! - [`profile`]: profiles = DeschedulerPolicy documents → [`profile::ProfileSpec`].
-//! - [`run`]: one profile evaluated over one snapshot, as one descheduler cycle.
+//! - [`http`]: the REST API (axum + utoipa) and its [`http::AppState`], error shape, OpenAPI
+//!   document, Swagger UI.
+//! - [`ingest`]: snapshot push and start-up load → parsed, built, persisted, swapped into
+//!   `rebalancer_cluster::Clusters`.
+//! - [`trigger`]: what starts runs (REST, schedules, cluster changes) and executing them
+//!   (a profile evaluated by `rebalancer_engine` over one snapshot).
 //! - [`approval`]: approving and rejecting decisions, auto-approve rules, proposal expiry.
 //! - [`executor`]: arbitration and the pod-migration state machine (background task).
 //! - [`backend`]: where pod migrations act — the [`backend::Backend`] trait and the simulated
 //!   backend (scheduler, PDB-aware evictions and controllers over the stored cluster).
-//! - [`trigger`]: what starts runs (REST, schedules, cluster changes) and executing them.
 //! - [`metrics`]: Prometheus counters and histograms, rendered at `/metrics`.
-//! - [`demo`]: the simulated demo cluster; [`bench`]: `rebalancer bench`.
+//!
+//! Elsewhere: `rebalancer_store` (SQLite, all SQL), `rebalancer_cluster` (cluster state),
+//! `rebalancer_engine` (the wasmtime host, profiles, runs), `rebalancer_builtins`,
+//! `rebalancer_sim` (the demo cluster) and `rebalancer_bench`.
+//!
+//! Pipeline stages take the few handles they use (`&Store`, a small `Deps` struct); only
+//! `http` holds the whole [`http::AppState`], and nothing outside `http` but `app` imports it.
 
 pub mod app;
 pub mod approval;
@@ -32,6 +37,8 @@ pub mod backend;
 pub mod config;
 pub mod executor;
 pub mod http;
+pub mod in_flight;
+pub mod ingest;
 pub mod metrics;
 pub mod telemetry;
 pub mod trigger;

@@ -20,7 +20,8 @@ pub const EVALUATION_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// The server's metrics. Held once in `AppState` (`Arc<Metrics>`); every method takes `&self`.
+/// The server's metrics. Held once (`Arc<Metrics>`), shared by the stages that count; every
+/// method takes `&self`.
 #[derive(Debug, Default)]
 pub struct Metrics {
     inner: Mutex<Inner>,

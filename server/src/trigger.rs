@@ -18,14 +18,37 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument as _;
 
-use crate::app::AppState;
-use crate::metrics::PolicyEvaluation;
+use tokio::sync::{Notify, Semaphore};
+
+use crate::approval;
+use crate::in_flight::InFlight;
+use crate::metrics::{Metrics, PolicyEvaluation};
+use rebalancer_cluster::Clusters;
 use rebalancer_engine::profile::{ProfileError, ProfileSpec};
 use rebalancer_engine::run::{self, RunError, RunReport};
+use rebalancer_engine::{Engine, PolicyRegistry};
 use rebalancer_store::{
-    NewDecision, NewRun, RunEnd, RunRecord, RunStatus, RunTrigger, ScheduleRecord, StoreError,
-    now_ms,
+    NewDecision, NewRun, RunEnd, RunRecord, RunStatus, RunTrigger, ScheduleRecord, Store,
+    StoreError, now_ms,
 };
+
+/// What running (and scheduling) needs. Cheap to clone.
+#[derive(Clone)]
+pub struct Deps {
+    pub store: Store,
+    pub clusters: Clusters,
+    pub engine: Engine,
+    pub registry: PolicyRegistry,
+    /// Bounds CPU-heavy blocking work running at once (compilations, runs).
+    pub evaluations: Arc<Semaphore>,
+    pub metrics: Arc<Metrics>,
+    /// Applies the profile's auto-approve rules after a run.
+    pub approval: approval::Deps,
+    /// Scheduled runs complete even when the server is stopping.
+    pub in_flight: InFlight,
+    /// Wakes the scheduler after a schedule changed.
+    pub schedules_changed: Arc<Notify>,
+}
 
 /// A run to start.
 #[derive(Clone, Debug)]
@@ -66,7 +89,7 @@ pub enum RunFailure {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(
-        "the stored state of cluster \"{0}\" could not be loaded at start-up (see the server \
+        "the stored deps of cluster \"{0}\" could not be loaded at start-up (see the server \
          log); push a new snapshot"
     )]
     ClusterNotLoaded(String),
@@ -93,17 +116,17 @@ impl RunFailure {
 }
 
 /// Evaluate a profile over a cluster's current snapshot and record everything. Call it through
-/// [`AppState::detached`] so a caller that goes away does not leave the run `running`.
-pub async fn execute_run(state: AppState, request: RunRequest) -> Result<FinishedRun, RunFailure> {
-    let record = state.store.get_cluster(&request.cluster).await?;
-    let snapshot = state
+/// [`InFlight::detached`] so a caller that goes away does not leave the run `running`.
+pub async fn execute_run(deps: Deps, request: RunRequest) -> Result<FinishedRun, RunFailure> {
+    let record = deps.store.get_cluster(&request.cluster).await?;
+    let snapshot = deps
         .clusters
         .get(&record.name)
         .ok_or_else(|| RunFailure::ClusterNotLoaded(record.name.clone()))?;
-    let profile = state.store.get_profile(&request.profile).await?;
+    let profile = deps.store.get_profile(&request.profile).await?;
     let spec: ProfileSpec = serde_json::from_value(profile.spec)
         .map_err(|e| StoreError::corrupt(format!("spec of profile {}", profile.name), e))?;
-    let run = state
+    let run = deps
         .store
         .insert_run(&NewRun {
             cluster: &record.name,
@@ -122,14 +145,14 @@ pub async fn execute_run(state: AppState, request: RunRequest) -> Result<Finishe
         trigger = run.trigger.as_str(),
         dry_run = run.dry_run,
     );
-    let result = evaluate_and_record(&state, run, spec, snapshot)
+    let result = evaluate_and_record(&deps, run, spec, snapshot)
         .instrument(span)
         .await;
     let (profile, trigger) = (&profile.name, request.trigger.as_str());
     match &result {
-        Ok(_) => state.metrics.run_finished(profile, "succeeded", trigger),
+        Ok(_) => deps.metrics.run_finished(profile, "succeeded", trigger),
         Err(failure) if failure.run_id().is_some() => {
-            state.metrics.run_finished(profile, "failed", trigger)
+            deps.metrics.run_finished(profile, "failed", trigger)
         }
         Err(_) => {}
     }
@@ -137,19 +160,19 @@ pub async fn execute_run(state: AppState, request: RunRequest) -> Result<Finishe
 }
 
 async fn evaluate_and_record(
-    state: &AppState,
+    deps: &Deps,
     run: RunRecord,
     spec: ProfileSpec,
     snapshot: Arc<rebalancer_cluster::ClusterSnapshot>,
 ) -> Result<FinishedRun, RunFailure> {
     tracing::info!(revision = run.cluster_revision, "run started");
-    let permit = state
+    let permit = deps
         .evaluations
         .clone()
         .acquire_owned()
         .await
         .expect("the evaluation semaphore is never closed");
-    let (engine, registry) = (state.engine.clone(), state.registry.clone());
+    let (engine, registry) = (deps.engine.clone(), deps.registry.clone());
     let span = tracing::Span::current();
     let outcome = tokio::task::spawn_blocking(move || {
         let _permit = permit;
@@ -175,7 +198,7 @@ async fn evaluate_and_record(
                 .collect();
             let report_json =
                 serde_json::to_string(&report).map_err(|e| StoreError::corrupt("run report", e))?;
-            let finished_at = state
+            let finished_at = deps
                 .store
                 .finish_run(
                     run.id,
@@ -187,7 +210,7 @@ async fn evaluate_and_record(
                 .await?;
             drop(decisions);
             for policy in &report.policies {
-                state.metrics.policy_evaluated(PolicyEvaluation {
+                deps.metrics.policy_evaluated(PolicyEvaluation {
                     policy: &policy.plugin,
                     plugin_set: &policy.plugin_set,
                     profile: &run.profile,
@@ -211,7 +234,7 @@ async fn evaluate_and_record(
             };
             // Auto-approve rules of the profile (never for dry runs); on failure the proposals
             // simply stay proposed.
-            if let Err(e) = crate::approval::auto_approve_run(state, &record).await {
+            if let Err(e) = approval::auto_approve_run(&deps.approval, &record).await {
                 tracing::error!(run_id = record.id, error = %e, "applying auto-approve rules failed");
             }
             Ok(FinishedRun { record, report })
@@ -226,8 +249,7 @@ async fn evaluate_and_record(
                 "profile \"{}\" cannot run on cluster \"{}\": {summary}",
                 run.profile, run.cluster
             );
-            state
-                .store
+            deps.store
                 .finish_run(run.id, RunEnd::Failed { error: &message })
                 .await?;
             tracing::warn!("run failed: {message}");
@@ -239,7 +261,7 @@ async fn evaluate_and_record(
         }
         Err(join) => {
             let message = "internal error: the run crashed; the cause is in the server log";
-            if let Err(e) = state
+            if let Err(e) = deps
                 .store
                 .finish_run(run.id, RunEnd::Failed { error: message })
                 .await
@@ -313,15 +335,15 @@ fn due(schedule: &ScheduleRecord, changes: &ChangeTracker, now: i64) -> Option<(
 
 /// The background task that starts scheduled and change-triggered runs; runs until dropped.
 /// Wakes at the next due time, on any cluster change and on any schedule change
-/// ([`AppState::schedules_changed`]). Runs of all schedules are started one after another.
-pub async fn run_scheduler(state: AppState) {
-    let mut changes = state.clusters.subscribe();
+/// ([`Deps::schedules_changed`]). Runs of all schedules are started one after another.
+pub async fn run_scheduler(deps: Deps) {
+    let mut changes = deps.clusters.subscribe();
     let mut tracker = ChangeTracker::default();
     tracing::info!("scheduler started");
     loop {
         changes.borrow_and_update();
-        tracker.observe(state.clusters.revisions(), now_ms());
-        let wait = match tick(&state, &tracker).await {
+        tracker.observe(deps.clusters.revisions(), now_ms());
+        let wait = match tick(&deps, &tracker).await {
             Ok(Some(next)) => Duration::from_millis(next.saturating_sub(now_ms()).max(0) as u64),
             Ok(None) => IDLE_SLEEP,
             Err(e) => {
@@ -340,15 +362,15 @@ pub async fn run_scheduler(state: AppState) {
                     return;
                 }
             }
-            () = state.schedules_changed.notified() => {}
+            () = deps.schedules_changed.notified() => {}
         }
     }
 }
 
 /// Start every run that is due now. Returns the next time something is due (now again when a
 /// run was started, as time has passed and the cluster may have changed meanwhile).
-async fn tick(state: &AppState, tracker: &ChangeTracker) -> Result<Option<i64>, StoreError> {
-    let schedules = state.store.list_schedules().await?;
+async fn tick(deps: &Deps, tracker: &ChangeTracker) -> Result<Option<i64>, StoreError> {
+    let schedules = deps.store.list_schedules().await?;
     let now = now_ms();
     let mut next: Option<i64> = None;
     for schedule in &schedules {
@@ -359,14 +381,14 @@ async fn tick(state: &AppState, tracker: &ChangeTracker) -> Result<Option<i64>, 
             next = Some(next.map_or(at, |n| n.min(at)));
             continue;
         }
-        start(state, schedule, trigger, tracker).await?;
+        start(deps, schedule, trigger, tracker).await?;
         next = Some(now_ms());
     }
     Ok(next)
 }
 
 async fn start(
-    state: &AppState,
+    deps: &Deps,
     schedule: &ScheduleRecord,
     trigger: RunTrigger,
     tracker: &ChangeTracker,
@@ -374,8 +396,7 @@ async fn start(
     let spec = &schedule.spec;
     let revision = tracker.get(&spec.cluster).map(|(r, _)| r as i64);
     // Recorded before the run: a crash during it does not start it again after the restart.
-    state
-        .store
+    deps.store
         .schedule_started(schedule.id, now_ms(), revision)
         .await?;
     tracing::info!(
@@ -392,7 +413,11 @@ async fn start(
         trigger,
         schedule_id: Some(schedule.id),
     };
-    let (run_id, error) = match state.detached(execute_run(state.clone(), request)).await {
+    let (run_id, error) = match deps
+        .in_flight
+        .detached(execute_run(deps.clone(), request))
+        .await
+    {
         Ok(Ok(run)) => (Some(run.record.id), None),
         Ok(Err(failure)) => {
             tracing::warn!(schedule = schedule.id, error = %failure, "scheduled run failed");
@@ -406,8 +431,7 @@ async fn start(
             )
         }
     };
-    state
-        .store
+    deps.store
         .schedule_finished(schedule.id, run_id, error.as_deref())
         .await
 }

@@ -39,12 +39,11 @@ use super::{
     Backend, BackendError, EvictionCheck, EvictionResult, OwnerRef, PodState, ReservationRequest,
     ReservationState,
 };
+use crate::ingest::Ingest;
 use rebalancer_cluster::Clusters;
 use rebalancer_cluster::pdb::{self, Budget, EvictedPod, Verdict};
 use rebalancer_cluster::scheduling::{Constraints, Held, Scheduler};
-use rebalancer_cluster::{
-    self as cluster, ClusterSnapshot, ObjectKind, ResourceAmounts, StoredObjectBuf,
-};
+use rebalancer_cluster::{ClusterSnapshot, ObjectKind, ResourceAmounts, StoredObjectBuf};
 use rebalancer_store::backend::{BackendChange, ChangeError, NewSimEvent, SimEvent};
 use rebalancer_store::{self as store, ClusterRecord, ObjectRow, Store, StoreError};
 
@@ -68,7 +67,7 @@ const RECREATING_CONTROLLERS: [&str; 4] =
 pub struct SimulatedBackend {
     store: Store,
     clusters: Clusters,
-    /// The application's ingest lock: one change of a cluster's state at a time.
+    /// The ingest lock ([`Ingest::lock`]): one change of a cluster's state at a time.
     lock: Arc<Mutex<()>>,
 }
 
@@ -374,8 +373,14 @@ struct Current {
 }
 
 impl SimulatedBackend {
-    /// `lock` must be the application's ingest lock (see [`crate::app::AppState::ingest_lock`]).
-    pub fn new(store: Store, clusters: Clusters, lock: Arc<Mutex<()>>) -> Self {
+    /// Changes the clusters `ingest` holds, under its lock, so a concurrent snapshot push and
+    /// a backend change never interleave.
+    pub fn new(ingest: Ingest) -> Self {
+        let Ingest {
+            store,
+            clusters,
+            lock,
+        } = ingest;
         SimulatedBackend {
             store,
             clusters,
@@ -486,11 +491,7 @@ impl SimulatedBackend {
         let revision = self.clusters.next_revision();
         let time_ms = store::now_ms();
         let snapshot = tokio::task::spawn_blocking(move || {
-            let set = cluster::ObjectSet::from_stored(objects)?;
-            let mut snapshot = cluster::build_snapshot(&set, revision, time_ms)?;
-            drop(set);
-            snapshot.compact_json();
-            Ok::<_, cluster::IngestError>(snapshot)
+            crate::ingest::build_stored(objects, revision, time_ms)
         })
         .await
         .map_err(|e| BackendError::Internal(format!("snapshot task failed: {e}")))?

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio::sync::Mutex;
 
 use super::*;
+use crate::ingest::Ingest;
 use rebalancer_cluster::Clusters;
 use rebalancer_cluster::fixtures::{list, node, pdb, pod};
 use rebalancer_cluster::{self as cluster, Format, ResourceAmounts, StoredObjectBuf};
@@ -55,11 +55,10 @@ impl Env {
             .await
             .expect("stored");
         clusters.insert(C, Arc::new(snap));
-        let backend = Arc::new(SimulatedBackend::new(
+        let backend = Arc::new(SimulatedBackend::new(Ingest::new(
             store.clone(),
             clusters.clone(),
-            Arc::new(Mutex::new(())),
-        ));
+        )));
         Env {
             _dir: dir,
             path,
@@ -93,11 +92,10 @@ impl Env {
             cluster::build_snapshot(&set, record.revision as u64, record.snapshot_time_ms).unwrap();
         let clusters = Clusters::default();
         clusters.insert(C, Arc::new(snap));
-        self.backend = Arc::new(SimulatedBackend::new(
+        self.backend = Arc::new(SimulatedBackend::new(Ingest::new(
             store.clone(),
             clusters.clone(),
-            Arc::new(Mutex::new(())),
-        ));
+        )));
         self.store = store;
         self.clusters = clusters;
     }

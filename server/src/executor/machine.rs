@@ -19,7 +19,7 @@
 //! Each change is a conditional update on the step it was computed from, so an abort that wins
 //! the race leaves the executor's change unapplied (and its side effect unperformed).
 
-use crate::app::AppState;
+use super::Deps;
 use crate::backend::{EvictionCheck, EvictionResult, ReservationRequest, ReservationState};
 use rebalancer_store::pod_migrations::DONE_STEP;
 use rebalancer_store::{
@@ -70,19 +70,19 @@ fn mode(m: &PodMigrationRecord) -> MigrationMode {
 
 /// Persist `change` (expecting `m`'s step); fire the fault point of the new step after it.
 async fn apply(
-    state: &AppState,
+    deps: &Deps,
     m: &PodMigrationRecord,
     change: MigrationChange,
 ) -> Result<bool, StoreError> {
     let step = change.step.clone();
-    let applied = state
+    let applied = deps
         .store
         .change_pod_migration(m.id, &m.step, &change)
         .await?;
     if applied {
         if let Some(step) = step {
             tracing::info!(pod_migration = m.id, pod = %pod_ref(m), step = %step, "pod migration step");
-            state.executor.fault(&step);
+            deps.executor.fault(&step);
         }
     } else {
         tracing::info!(
@@ -96,10 +96,10 @@ async fn apply(
 /// Is the decision behind `m` stale? The pod must exist with the same uid on the node it was
 /// proposed on. Returns why not.
 pub async fn staleness(
-    state: &AppState,
+    deps: &Deps,
     m: &PodMigrationRecord,
 ) -> Result<Option<String>, crate::backend::BackendError> {
-    Ok(match state.backend.pod(&m.cluster, &m.pod_uid).await? {
+    Ok(match deps.backend.pod(&m.cluster, &m.pod_uid).await? {
         None => Some(format!(
             "stale: pod {} (uid {}) no longer exists",
             pod_ref(m),
@@ -156,7 +156,7 @@ fn finished(
 
 /// Fail a pod migration (and its decision), then release its reservation.
 pub async fn fail(
-    state: &AppState,
+    deps: &Deps,
     m: &PodMigrationRecord,
     reason: &str,
     message: &str,
@@ -169,31 +169,27 @@ pub async fn fail(
         EXECUTOR_ACTOR,
         None,
     );
-    if apply(state, m, change).await? {
+    if apply(deps, m, change).await? {
         tracing::warn!(
             pod_migration = m.id,
             reason,
             message,
             "pod migration failed"
         );
-        state.metrics.pod_migration_finished("Failed", reason);
-        release(state, m).await;
+        deps.metrics.pod_migration_finished("Failed", reason);
+        release(deps, m).await;
     }
     Ok(())
 }
 
 /// Fail as stale (the decision fails with the reason).
-pub async fn fail_stale(
-    state: &AppState,
-    m: &PodMigrationRecord,
-    why: &str,
-) -> Result<(), StoreError> {
-    fail(state, m, "Stale", why).await
+pub async fn fail_stale(deps: &Deps, m: &PodMigrationRecord, why: &str) -> Result<(), StoreError> {
+    fail(deps, m, "Stale", why).await
 }
 
 /// Persist what a pod migration waits for (only when it changed, with an event).
 pub async fn wait(
-    state: &AppState,
+    deps: &Deps,
     m: &PodMigrationRecord,
     reason: &str,
     message: &str,
@@ -207,8 +203,7 @@ pub async fn wait(
     } else {
         NewEvent::normal(reason, message)
     };
-    state
-        .store
+    deps.store
         .change_pod_migration(
             m.id,
             &m.step,
@@ -225,13 +220,13 @@ pub async fn wait(
 
 /// Start a pod migration that passed arbitration.
 pub async fn admit(
-    state: &AppState,
+    deps: &Deps,
     m: &PodMigrationRecord,
     pod: &PodFacts,
 ) -> Result<bool, StoreError> {
-    let _step = state.executor.inner.step_lock.lock().await;
+    let _step = deps.executor.inner.step_lock.lock().await;
     apply(
-        state,
+        deps,
         m,
         MigrationChange {
             step: Some("Admitted".into()),
@@ -262,16 +257,16 @@ pub async fn admit(
 }
 
 /// Release the reservation of a finished pod migration (idempotent), then record it.
-pub async fn release(state: &AppState, m: &PodMigrationRecord) {
+pub async fn release(deps: &Deps, m: &PodMigrationRecord) {
     let Some(name) = m.reservation.clone() else {
         return;
     };
     if m.reservation_released {
         return;
     }
-    match state.backend.release(&m.cluster, &name).await {
+    match deps.backend.release(&m.cluster, &name).await {
         Ok(()) => {
-            if let Err(e) = state.store.mark_reservation_released(m.id).await {
+            if let Err(e) = deps.store.mark_reservation_released(m.id).await {
                 tracing::error!(pod_migration = m.id, error = %e, "could not record a released reservation; retrying");
             } else {
                 tracing::info!(pod_migration = m.id, reservation = %name, "reservation released");
@@ -284,21 +279,21 @@ pub async fn release(state: &AppState, m: &PodMigrationRecord) {
 }
 
 /// Drive one running pod migration as far as it goes now.
-pub async fn drive(state: &AppState, id: i64) -> Result<(), StoreError> {
+pub async fn drive(deps: &Deps, id: i64) -> Result<(), StoreError> {
     for _ in 0..MAX_STEPS_PER_PASS {
-        let _step = state.executor.inner.step_lock.lock().await;
-        let m = state.store.get_pod_migration(id).await?;
+        let _step = deps.executor.inner.step_lock.lock().await;
+        let m = deps.store.get_pod_migration(id).await?;
         if m.phase != MigrationPhase::Running {
             return Ok(());
         }
-        let outcome = match step(state, &m).await {
+        let outcome = match step(deps, &m).await {
             Ok(outcome) => outcome,
             Err(StepError::Store(e)) => return Err(e),
             Err(StepError::Backend(e)) => {
                 // Transient or not, the step is retried on the next pass (and the TTL bounds it).
                 tracing::warn!(pod_migration = id, step = %m.step, error = %e, "backend call failed; retrying");
                 wait(
-                    state,
+                    deps,
                     &m,
                     "BackendError",
                     &format!("waiting: the backend failed ({e}); retrying"),
@@ -332,9 +327,9 @@ fn progressed(applied: bool) -> Outcome {
 }
 
 /// One step of a running pod migration.
-async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepError> {
+async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError> {
     let now = now_ms();
-    let backend = &state.backend;
+    let backend = &deps.backend;
     let cluster = m.cluster.as_str();
 
     // TTL, counted from admission.
@@ -353,25 +348,25 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
                 "; the pod was not evicted"
             }
         );
-        fail(state, m, "Timeout", &message).await?;
+        fail(deps, m, "Timeout", &message).await?;
         return Ok(Outcome::Stopped);
     }
 
     match m.step.as_str() {
         "Admitted" => {
-            if let Some(stale) = staleness(state, m).await? {
-                fail_stale(state, m, &stale).await?;
+            if let Some(stale) = staleness(deps, m).await? {
+                fail_stale(deps, m, &stale).await?;
                 return Ok(Outcome::Stopped);
             }
             // Better than Koordinator: no reservation while a PDB would refuse the eviction.
-            if let Some(outcome) = pdb_gate(state, m).await? {
+            if let Some(outcome) = pdb_gate(deps, m).await? {
                 return Ok(outcome);
             }
             match mode(m) {
                 MigrationMode::ReservationFirst => {
                     let name = reservation_name(m);
                     let applied = apply(
-                        state,
+                        deps,
                         m,
                         MigrationChange {
                             step: Some("Reserving".into()),
@@ -393,7 +388,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
                     .await?;
                     Ok(progressed(applied))
                 }
-                MigrationMode::EvictDirectly => start_eviction(state, m).await,
+                MigrationMode::EvictDirectly => start_eviction(deps, m).await,
             }
         }
         "Reserving" => {
@@ -406,7 +401,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
             };
             backend.reserve(cluster, &request).await?;
             let applied = apply(
-                state,
+                deps,
                 m,
                 MigrationChange {
                     step: Some("ReservationCreated".into()),
@@ -428,7 +423,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
             match backend.reservation(cluster, &name).await? {
                 None | Some(ReservationState::Released) => {
                     fail(
-                        state,
+                        deps,
                         m,
                         "MissingReservation",
                         &format!(
@@ -440,7 +435,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
                 }
                 Some(ReservationState::Pending) => {
                     wait(
-                        state,
+                        deps,
                         m,
                         "WaitForReservationScheduled",
                         &format!("waiting: Reservation {name} is not scheduled yet"),
@@ -452,7 +447,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
                 Some(ReservationState::Unschedulable { reason }) => {
                     // Better than Koordinator: fail now instead of waiting for the TTL.
                     fail(
-                        state,
+                        deps,
                         m,
                         "Unschedulable",
                         &format!(
@@ -465,7 +460,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
                 }
                 Some(ReservationState::Bound { pod_uid, .. }) => {
                     fail(
-                        state,
+                        deps,
                         m,
                         "ForbiddenMigratePod",
                         &format!(
@@ -479,7 +474,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
                 }
                 Some(ReservationState::Scheduled { node }) if node == m.source_node => {
                     fail(
-                        state,
+                        deps,
                         m,
                         "ForbiddenMigratePod",
                         &format!(
@@ -493,7 +488,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
                 }
                 Some(ReservationState::Scheduled { node }) => {
                     let applied = apply(
-                        state,
+                        deps,
                         m,
                         MigrationChange {
                             step: Some("ReservationScheduled".into()),
@@ -514,12 +509,12 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
             }
         }
         "ReservationScheduled" => {
-            if let Some(outcome) = pdb_gate(state, m).await? {
+            if let Some(outcome) = pdb_gate(deps, m).await? {
                 return Ok(outcome);
             }
-            start_eviction(state, m).await
+            start_eviction(deps, m).await
         }
-        "Evicting" => finish_eviction(state, m).await,
+        "Evicting" => finish_eviction(deps, m).await,
         "Evicted" => {
             let name = m.reservation.clone().unwrap_or_else(|| reservation_name(m));
             if let Some(ReservationState::Bound { node, pod_uid }) =
@@ -531,7 +526,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
                     |p| format!("{}/{}", p.namespace, p.name),
                 );
                 let applied = apply(
-                    state,
+                    deps,
                     m,
                     MigrationChange {
                         step: Some("PodBoundReservation".into()),
@@ -578,17 +573,16 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
                     change.new_pod_uid = Some(p.uid.clone());
                     change.new_pod_name = Some(p.name.clone());
                     change.new_pod_node = Some(node);
-                    if apply(state, m, change).await? {
-                        state
-                            .metrics
+                    if apply(deps, m, change).await? {
+                        deps.metrics
                             .pod_migration_finished("Succeeded", "ReplacementElsewhere");
-                        release(state, m).await;
+                        release(deps, m).await;
                     }
                     Ok(Outcome::Stopped)
                 }
                 Some(p) => {
                     wait(
-                        state,
+                        deps,
                         m,
                         "WaitForPodBindReservation",
                         &format!(
@@ -602,7 +596,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
                 }
                 None => {
                     wait(
-                        state,
+                        deps,
                         m,
                         "WaitForPodBindReservation",
                         &format!("waiting for a replacement pod to bind Reservation {name}"),
@@ -620,7 +614,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
             match pod {
                 Some(p) if !p.ready => {
                     wait(
-                        state,
+                        deps,
                         m,
                         "WaitForBoundPodReady",
                         &format!("waiting for pod {}/{} to become Ready", p.namespace, p.name),
@@ -640,7 +634,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
                         )
                     };
                     let applied = apply(
-                        state,
+                        deps,
                         m,
                         MigrationChange {
                             step: Some("BoundPodReady".into()),
@@ -675,10 +669,8 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
             change.status = Some("Complete".into());
             // The reservation was consumed by the replacement: nothing to release.
             change.reservation_released = true;
-            if apply(state, m, change).await? {
-                state
-                    .metrics
-                    .pod_migration_finished("Succeeded", "Complete");
+            if apply(deps, m, change).await? {
+                deps.metrics.pod_migration_finished("Succeeded", "Complete");
             }
             Ok(Outcome::Stopped)
         }
@@ -688,13 +680,7 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
                 step = other,
                 "unknown step; failing the pod migration"
             );
-            fail(
-                state,
-                m,
-                "InternalError",
-                &format!("unknown step {other:?}"),
-            )
-            .await?;
+            fail(deps, m, "InternalError", &format!("unknown step {other:?}")).await?;
             Ok(Outcome::Stopped)
         }
     }
@@ -702,8 +688,8 @@ async fn step(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepE
 
 /// Wait while the pod's PDB has no headroom; fail when the Eviction API would refuse it for
 /// good or the pod is gone. `None`: go on.
-async fn pdb_gate(state: &AppState, m: &PodMigrationRecord) -> Result<Option<Outcome>, StepError> {
-    match state.backend.eviction_check(&m.cluster, &m.pod_uid).await? {
+async fn pdb_gate(deps: &Deps, m: &PodMigrationRecord) -> Result<Option<Outcome>, StepError> {
+    match deps.backend.eviction_check(&m.cluster, &m.pod_uid).await? {
         EvictionCheck::Allowed { .. } => Ok(None),
         EvictionCheck::Blocked { pdb, reason } => {
             let message = if m.reservation.is_some() {
@@ -714,12 +700,12 @@ async fn pdb_gate(state: &AppState, m: &PodMigrationRecord) -> Result<Option<Out
                      reservation is made until it does"
                 )
             };
-            wait(state, m, "BlockedByPdb", &message, true).await?;
+            wait(deps, m, "BlockedByPdb", &message, true).await?;
             Ok(Some(Outcome::Waiting))
         }
         EvictionCheck::MultiplePdbs { pdbs } => {
             fail(
-                state,
+                deps,
                 m,
                 "ForbiddenMigratePod",
                 &format!(
@@ -734,7 +720,7 @@ async fn pdb_gate(state: &AppState, m: &PodMigrationRecord) -> Result<Option<Out
         }
         EvictionCheck::PodNotFound => {
             fail_stale(
-                state,
+                deps,
                 m,
                 &format!(
                     "stale: pod {} (uid {}) no longer exists",
@@ -749,11 +735,11 @@ async fn pdb_gate(state: &AppState, m: &PodMigrationRecord) -> Result<Option<Out
 }
 
 /// Eviction QPS, then persist `Evicting` (write-ahead). The eviction itself is the next step.
-async fn start_eviction(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepError> {
-    let config = state.executor.config();
+async fn start_eviction(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError> {
+    let config = deps.executor.config();
     let per_ms = config.evict_qps / 1000.0;
     let wait_ms = {
-        let mut bucket = state
+        let mut bucket = deps
             .executor
             .inner
             .evictions
@@ -769,7 +755,7 @@ async fn start_eviction(state: &AppState, m: &PodMigrationRecord) -> Result<Outc
         // Short waits are not worth a database write: the next pass comes soon.
         if wait_ms > super::TICK.as_millis() as i64 {
             wait(
-                state,
+                deps,
                 m,
                 "RateLimited",
                 &format!(
@@ -791,7 +777,7 @@ async fn start_eviction(state: &AppState, m: &PodMigrationRecord) -> Result<Outc
             .map_or(String::new(), |t| format!(" (reserved on node {t})"))
     );
     let applied = apply(
-        state,
+        deps,
         m,
         MigrationChange {
             step: Some("Evicting".into()),
@@ -810,13 +796,13 @@ async fn start_eviction(state: &AppState, m: &PodMigrationRecord) -> Result<Outc
 /// At `Evicting`: the eviction may already have happened (a restart between the call and its
 /// record). Evict only if the pod with that uid still exists; the backend's evict is idempotent
 /// on top of that.
-async fn finish_eviction(state: &AppState, m: &PodMigrationRecord) -> Result<Outcome, StepError> {
-    let backend = &state.backend;
+async fn finish_eviction(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError> {
+    let backend = &deps.backend;
     let exists = backend.pod(&m.cluster, &m.pod_uid).await?.is_some();
     let (evicted_now, result) = if exists {
         let result = backend.evict(&m.cluster, &m.pod_uid).await?;
         if result == EvictionResult::Evicted {
-            state.executor.fault("EvictCalled");
+            deps.executor.fault("EvictCalled");
         }
         (true, result)
     } else {
@@ -826,14 +812,14 @@ async fn finish_eviction(state: &AppState, m: &PodMigrationRecord) -> Result<Out
     match result {
         EvictionResult::Evicted | EvictionResult::NotFound => {
             if evicted_now && result == EvictionResult::Evicted {
-                state.metrics.pod_evicted(
+                deps.metrics.pod_evicted(
                     "success",
                     &m.plugin,
                     profile,
                     &m.pod_namespace,
                     &m.source_node,
                 );
-                record_limiters(state, m);
+                record_limiters(deps, m);
             }
             let message = if result == EvictionResult::Evicted {
                 format!("Pod {} evicted from node {}", pod_ref(m), m.source_node)
@@ -873,17 +859,15 @@ async fn finish_eviction(state: &AppState, m: &PodMigrationRecord) -> Result<Out
                     ..MigrationChange::default()
                 },
             };
-            let applied = apply(state, m, change).await?;
+            let applied = apply(deps, m, change).await?;
             if applied && mode(m) == MigrationMode::EvictDirectly {
-                state
-                    .metrics
-                    .pod_migration_finished("Succeeded", "Complete");
+                deps.metrics.pod_migration_finished("Succeeded", "Complete");
                 return Ok(Outcome::Stopped);
             }
             Ok(progressed(applied))
         }
         EvictionResult::BlockedByPdb { pdb, message } => {
-            state.metrics.pod_evicted(
+            deps.metrics.pod_evicted(
                 "blocked",
                 &m.plugin,
                 profile,
@@ -899,7 +883,7 @@ async fn finish_eviction(state: &AppState, m: &PodMigrationRecord) -> Result<Out
                 MigrationMode::ReservationFirst => "ReservationScheduled",
                 MigrationMode::EvictDirectly => "Admitted",
             };
-            let applied = state
+            let applied = deps
                 .store
                 .change_pod_migration(
                     m.id,
@@ -920,7 +904,7 @@ async fn finish_eviction(state: &AppState, m: &PodMigrationRecord) -> Result<Out
             })
         }
         EvictionResult::Refused { message } => {
-            state.metrics.pod_evicted(
+            deps.metrics.pod_evicted(
                 "error",
                 &m.plugin,
                 profile,
@@ -928,7 +912,7 @@ async fn finish_eviction(state: &AppState, m: &PodMigrationRecord) -> Result<Out
                 &m.source_node,
             );
             fail(
-                state,
+                deps,
                 m,
                 "FailedEvict",
                 &format!("the eviction of pod {} was refused: {message}", pod_ref(m)),
@@ -940,11 +924,11 @@ async fn finish_eviction(state: &AppState, m: &PodMigrationRecord) -> Result<Out
 }
 
 /// Take the object limiters' tokens for an eviction that just happened.
-fn record_limiters(state: &AppState, m: &PodMigrationRecord) {
-    let config = state.executor.config();
-    let facts = super::facts_of(state, m);
-    let workloads = super::workloads_for(state, &m.cluster, facts.workload.iter().cloned());
-    let mut limiters = state
+fn record_limiters(deps: &Deps, m: &PodMigrationRecord) {
+    let config = deps.executor.config();
+    let facts = super::facts_of(deps, m);
+    let workloads = super::workloads_for(deps, &m.cluster, facts.workload.iter().cloned());
+    let mut limiters = deps
         .executor
         .inner
         .limiters
@@ -961,13 +945,13 @@ fn record_limiters(state: &AppState, m: &PodMigrationRecord) {
 /// Abort a pod migration on behalf of `actor`: it ends `Aborted`, its decision `failed`, and
 /// its reservation is released. An eviction already done cannot be undone.
 pub async fn abort(
-    state: &AppState,
+    deps: &Deps,
     id: i64,
     actor: &str,
     comment: Option<&str>,
 ) -> Result<PodMigrationRecord, AbortError> {
-    let _step = state.executor.inner.step_lock.lock().await;
-    let m = state.store.get_pod_migration(id).await?;
+    let _step = deps.executor.inner.step_lock.lock().await;
+    let m = deps.store.get_pod_migration(id).await?;
     if m.phase.is_terminal() {
         return Err(AbortError::Finished {
             id,
@@ -989,21 +973,21 @@ pub async fn abort(
         actor,
         comment.map(str::to_string),
     );
-    if !state
+    if !deps
         .store
         .change_pod_migration(m.id, &m.step, &change)
         .await?
     {
         // Cannot happen under the step lock unless the row vanished; report what it is now.
-        let now = state.store.get_pod_migration(id).await?;
+        let now = deps.store.get_pod_migration(id).await?;
         return Err(AbortError::Finished {
             id,
             phase: now.phase.as_str(),
         });
     }
-    state.metrics.pod_migration_finished("Aborted", "Aborted");
-    let m = state.store.get_pod_migration(id).await?;
-    release(state, &m).await;
-    state.executor.wake();
-    Ok(state.store.get_pod_migration(id).await?)
+    deps.metrics.pod_migration_finished("Aborted", "Aborted");
+    let m = deps.store.get_pod_migration(id).await?;
+    release(deps, &m).await;
+    deps.executor.wake();
+    Ok(deps.store.get_pod_migration(id).await?)
 }

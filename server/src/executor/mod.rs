@@ -24,14 +24,15 @@ use std::time::Duration;
 use rebalancer_policy_sdk::view::Cluster;
 use tokio::sync::{Mutex, Notify, watch};
 
-use crate::app::AppState;
+use crate::backend::Backend;
+use crate::metrics::Metrics;
 use arbitration::{
     Active, ArbitrationConfig, Candidate, KoordPriority, KoordQos, KubeQos, ObjectLimiters,
     PodFacts, TokenBucket, Verdict, Workload,
 };
 pub use machine::AbortError;
-use rebalancer_cluster::ClusterSnapshot;
-use rebalancer_store::{MigrationPhase, PodMigrationRecord, StoreError, now_ms};
+use rebalancer_cluster::{ClusterSnapshot, Clusters};
+use rebalancer_store::{MigrationPhase, PodMigrationRecord, Store, StoreError, now_ms};
 
 /// How often the executor looks at unfinished pod migrations without being woken
 /// (Koordinator's arbitration interval).
@@ -48,6 +49,20 @@ type WorkloadIndex = Arc<HashMap<String, Workload>>;
 
 /// How often proposals are swept for expiry (approval checks the TTL itself, exactly).
 const SWEEP_EVERY_MS: i64 = 5_000;
+
+/// What the executor task (and abort) needs. Cheap to clone.
+#[derive(Clone)]
+pub struct Deps {
+    pub store: Store,
+    pub clusters: Clusters,
+    /// Where pod migrations act.
+    pub backend: Arc<dyn Backend>,
+    /// The executor's own handle: wake-ups, knobs, limiters, the step lock.
+    pub executor: Executor,
+    pub metrics: Arc<Metrics>,
+    /// Proposals older than this are swept to `expired`.
+    pub proposal_ttl_ms: i64,
+}
 
 /// Handle to the executor's shared state. Cheap to clone.
 #[derive(Clone)]
@@ -143,29 +158,29 @@ impl Executor {
 }
 
 /// Load the stored knobs into the executor (start-up).
-pub async fn load_config(state: &AppState) -> anyhow::Result<()> {
-    if let Some(json) = state.store.arbitration_config().await? {
+pub async fn load_config(store: &Store, executor: &Executor) -> anyhow::Result<()> {
+    if let Some(json) = store.arbitration_config().await? {
         let config: ArbitrationConfig = serde_json::from_value(json)
             .map_err(|e| anyhow::anyhow!("the stored arbitration config is not valid: {e}"))?;
-        state.executor.set_config(config);
+        executor.set_config(config);
     }
     Ok(())
 }
 
 /// Run until `stop` turns true.
-pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
-    if let Err(e) = recover(&state).await {
+pub async fn run(deps: Deps, mut stop: watch::Receiver<bool>) {
+    if let Err(e) = recover(&deps).await {
         tracing::error!(error = %e, "executor recovery failed; retrying on the next pass");
     }
     loop {
         if *stop.borrow() {
             break;
         }
-        if let Err(e) = pass(&state).await {
+        if let Err(e) = pass(&deps).await {
             tracing::error!(error = %e, "executor pass failed; retrying");
         }
         tokio::select! {
-            _ = state.executor.inner.notify.notified() => {}
+            _ = deps.executor.inner.notify.notified() => {}
             _ = tokio::time::sleep(TICK) => {}
             changed = stop.changed() => if changed.is_err() { break },
         }
@@ -174,8 +189,8 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
 }
 
 /// After a restart: rebuild the object limiters from the recorded evictions.
-async fn recover(state: &AppState) -> Result<(), StoreError> {
-    let config = state.executor.config();
+async fn recover(deps: &Deps) -> Result<(), StoreError> {
+    let config = deps.executor.config();
     let longest = [
         &config.object_limiters.workload,
         &config.object_limiters.namespace,
@@ -186,22 +201,22 @@ async fn recover(state: &AppState) -> Result<(), StoreError> {
     .max()
     .unwrap_or(0);
     let since = now_ms() - i64::try_from(longest / 1_000_000 * 3 / 2).unwrap_or(0);
-    let evicted = state.store.evictions_since(since).await?;
-    let active = state.store.active_pod_migrations().await?;
+    let evicted = deps.store.evictions_since(since).await?;
+    let active = deps.store.active_pod_migrations().await?;
     tracing::info!(
         unfinished = active.len(),
         recent_evictions = evicted.len(),
         "executor resuming"
     );
-    let mut limiters = state
+    let mut limiters = deps
         .executor
         .inner
         .limiters
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     for m in evicted {
-        let facts = facts_of(state, &m);
-        let workload = workloads_for(state, &m.cluster, facts.workload.iter().cloned());
+        let facts = facts_of(deps, &m);
+        let workload = workloads_for(deps, &m.cluster, facts.workload.iter().cloned());
         limiters.record_eviction(
             &config,
             &facts,
@@ -213,35 +228,35 @@ async fn recover(state: &AppState) -> Result<(), StoreError> {
 }
 
 /// One look at everything unfinished.
-async fn pass(state: &AppState) -> anyhow::Result<()> {
+async fn pass(deps: &Deps) -> anyhow::Result<()> {
     let now = now_ms();
     let sweep = {
-        let mut last = state
+        let mut last = deps
             .executor
             .inner
             .last_sweep
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let due = now - *last >= SWEEP_EVERY_MS.min(state.settings.proposal_ttl_ms);
+        let due = now - *last >= SWEEP_EVERY_MS.min(deps.proposal_ttl_ms);
         if due {
             *last = now;
         }
         due
     };
     if sweep {
-        let expired = state
+        let expired = deps
             .store
-            .expire_proposals(now - state.settings.proposal_ttl_ms)
+            .expire_proposals(now - deps.proposal_ttl_ms)
             .await?;
         if expired > 0 {
             tracing::info!(decisions = expired, "proposals expired");
         }
     }
-    for m in state.store.unreleased_reservations().await? {
-        machine::release(state, &m).await;
+    for m in deps.store.unreleased_reservations().await? {
+        machine::release(deps, &m).await;
     }
-    let config = state.executor.config();
-    let all = state.store.active_pod_migrations().await?;
+    let config = deps.executor.config();
+    let all = deps.store.active_pod_migrations().await?;
     if all.is_empty() {
         return Ok(());
     }
@@ -250,12 +265,12 @@ async fn pass(state: &AppState) -> anyhow::Result<()> {
         .partition(|m| m.phase == MigrationPhase::Pending);
     let mut running_ids: Vec<i64> = running.iter().map(|m| m.id).collect();
     if !pending.is_empty() {
-        running_ids.extend(arbitrate(state, &config, pending, &running).await?);
+        running_ids.extend(arbitrate(deps, &config, pending, &running).await?);
     }
     for id in running_ids {
-        machine::drive(state, id).await?;
+        machine::drive(deps, id).await?;
     }
-    let mut limiters = state
+    let mut limiters = deps
         .executor
         .inner
         .limiters
@@ -267,7 +282,7 @@ async fn pass(state: &AppState) -> anyhow::Result<()> {
 
 /// Decide the pending pod migrations; returns the ids admitted.
 async fn arbitrate(
-    state: &AppState,
+    deps: &Deps,
     config: &ArbitrationConfig,
     pending: Vec<PodMigrationRecord>,
     running: &[PodMigrationRecord],
@@ -276,20 +291,20 @@ async fn arbitrate(
     let mut records = HashMap::new();
     for m in pending {
         // The decision goes stale when the pod is gone or moved.
-        match machine::staleness(state, &m).await {
+        match machine::staleness(deps, &m).await {
             Ok(None) => {}
             Ok(Some(stale)) => {
-                machine::fail_stale(state, &m, &stale).await?;
+                machine::fail_stale(deps, &m, &stale).await?;
                 continue;
             }
             Err(e) => {
                 // One cluster's backend failing must not hold up the others.
                 let message = format!("waiting: the backend failed ({e}); retrying");
-                machine::wait(state, &m, "BackendError", &message, true).await?;
+                machine::wait(deps, &m, "BackendError", &message, true).await?;
                 continue;
             }
         }
-        let pod = facts_of(state, &m);
+        let pod = facts_of(deps, &m);
         candidates.push(Candidate {
             migration: m.id,
             created_ms: m.created_at,
@@ -299,7 +314,7 @@ async fn arbitrate(
     }
     let mut active = Vec::new();
     for m in running {
-        active.push(Active::of(m.id, &facts_of(state, m)));
+        active.push(Active::of(m.id, &facts_of(deps, m)));
     }
     let mut workloads = HashMap::new();
     let mut by_cluster: HashMap<&str, BTreeSet<String>> = HashMap::new();
@@ -312,10 +327,10 @@ async fn arbitrate(
         }
     }
     for (cluster, keys) in by_cluster {
-        workloads.extend(workloads_for(state, cluster, keys.into_iter()));
+        workloads.extend(workloads_for(deps, cluster, keys.into_iter()));
     }
     let verdicts = {
-        let limiters = state
+        let limiters = deps
             .executor
             .inner
             .limiters
@@ -336,13 +351,13 @@ async fn arbitrate(
         };
         match verdict {
             Verdict::Admit => {
-                if machine::admit(state, m, &candidate.pod).await? {
+                if machine::admit(deps, m, &candidate.pod).await? {
                     admitted.push(m.id);
                 }
             }
-            Verdict::Wait(message) => machine::wait(state, m, "Waiting", &message, false).await?,
+            Verdict::Wait(message) => machine::wait(deps, m, "Waiting", &message, false).await?,
             Verdict::Reject(message) => {
-                machine::fail(state, m, "ForbiddenMigratePod", &message).await?
+                machine::fail(deps, m, "ForbiddenMigratePod", &message).await?
             }
         }
     }
@@ -354,8 +369,8 @@ async fn arbitrate(
 // =============================================================================================
 
 /// Row of pod `uid` in the snapshot of `cluster`.
-fn pod_row(state: &AppState, cluster: &str, snapshot: &ClusterSnapshot, uid: &str) -> Option<u32> {
-    let mut cache = state
+fn pod_row(deps: &Deps, cluster: &str, snapshot: &ClusterSnapshot, uid: &str) -> Option<u32> {
+    let mut cache = deps
         .executor
         .inner
         .pod_index
@@ -398,7 +413,7 @@ fn controller_of(view: Cluster<'_>, row: u32) -> Option<(String, String, String)
 
 /// What arbitration needs about the pod of `m`, from the cluster's current snapshot (a pod the
 /// snapshot does not hold gets neutral facts).
-fn facts_of(state: &AppState, m: &PodMigrationRecord) -> PodFacts {
+fn facts_of(deps: &Deps, m: &PodMigrationRecord) -> PodFacts {
     let mut facts = PodFacts {
         uid: m.pod_uid.clone(),
         namespace: m.pod_namespace.clone(),
@@ -416,10 +431,10 @@ fn facts_of(state: &AppState, m: &PodMigrationRecord) -> PodFacts {
         evict_annotation: false,
         never_migrate: None,
     };
-    let Some(snapshot) = state.clusters.get(&m.cluster) else {
+    let Some(snapshot) = deps.clusters.get(&m.cluster) else {
         return facts;
     };
-    let Some(row) = pod_row(state, &m.cluster, &snapshot, &m.pod_uid) else {
+    let Some(row) = pod_row(deps, &m.cluster, &snapshot, &m.pod_uid) else {
         return facts;
     };
     let view = snapshot.cluster();
@@ -465,7 +480,7 @@ fn facts_of(state: &AppState, m: &PodMigrationRecord) -> PodFacts {
 /// the snapshot holds for that controller (the snapshot does not model ReplicaSets or
 /// StatefulSets), and which of them are not Ready. Built once per snapshot revision.
 fn workloads_for(
-    state: &AppState,
+    deps: &Deps,
     cluster: &str,
     keys: impl Iterator<Item = String>,
 ) -> HashMap<String, Workload> {
@@ -473,11 +488,11 @@ fn workloads_for(
     if keys.is_empty() {
         return HashMap::new();
     }
-    let Some(snapshot) = state.clusters.get(cluster) else {
+    let Some(snapshot) = deps.clusters.get(cluster) else {
         return HashMap::new();
     };
     let index = {
-        let mut cache = state
+        let mut cache = deps
             .executor
             .inner
             .workload_index

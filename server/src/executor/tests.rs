@@ -281,6 +281,7 @@ impl Harness {
         let state = server.state.clone();
         // Node and pod caps out of the way; these tests are about the machine.
         state
+            .pod_migrations
             .executor
             .set_config(crate::executor::arbitration::ArbitrationConfig {
                 max_migrating_per_node: 0,
@@ -293,7 +294,8 @@ impl Harness {
         }
         let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
         state
-            .ingest_snapshot(
+            .ingest
+            .snapshot(
                 "c",
                 serde_json::to_vec(&list).unwrap(),
                 rebalancer_cluster::Format::Json,
@@ -715,6 +717,7 @@ async fn ttl_and_evict_directly() {
     .await;
     let state = h.server.as_ref().unwrap().state.clone();
     state
+        .pod_migrations
         .executor
         .set_config(crate::executor::arbitration::ArbitrationConfig {
             max_migrating_per_node: 0,
@@ -735,6 +738,7 @@ async fn ttl_and_evict_directly() {
     assert!(h.fake.released().contains(&format!("rebalancer-pm-{slow}")));
 
     state
+        .pod_migrations
         .executor
         .set_config(crate::executor::arbitration::ArbitrationConfig {
             max_migrating_per_node: 0,

@@ -7,10 +7,11 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::ApiQuery;
-use super::{page_limit, timestamp};
-use crate::app::AppState;
+use super::page::Page;
+use super::timestamp;
 use rebalancer_store::{AuditFilter, AuditRecord};
 
 /// One audit entry.
@@ -105,8 +106,8 @@ fn entry(record: AuditRecord) -> AuditEntry {
 pub async fn list_audit(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<AuditQuery>,
+    page: Page,
 ) -> Result<Json<AuditList>, ApiError> {
-    let limit = page_limit(query.limit)?;
     let since = query
         .since
         .as_deref()
@@ -121,18 +122,7 @@ pub async fn list_audit(
                 })
         })
         .transpose()?;
-    let before = query
-        .cursor
-        .as_deref()
-        .map(|c| {
-            c.parse::<i64>().map_err(|_| {
-                ApiError::bad_request(
-                    "invalid_cursor",
-                    format!("cursor {c:?} is not one this API returned"),
-                )
-            })
-        })
-        .transpose()?;
+    let before = page.id_cursor()?;
     let filter = AuditFilter {
         actor: query.actor,
         action: query.action,
@@ -141,7 +131,7 @@ pub async fn list_audit(
         since,
         before,
     };
-    let (items, next) = state.store.list_audit(&filter, limit).await?;
+    let (items, next) = state.store.list_audit(&filter, page.limit).await?;
     Ok(Json(AuditList {
         items: items.into_iter().map(entry).collect(),
         next: next.map(|id| id.to_string()),

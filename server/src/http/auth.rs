@@ -16,8 +16,8 @@ use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 
+use super::AppState;
 use super::error::ApiError;
-use crate::app::AppState;
 use crate::auth::{self, Principal};
 use rebalancer_store::Role;
 

@@ -11,15 +11,14 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiPath, ApiQuery, DocumentFormat, document_format, read_body_limited};
-use super::{page_limit, timestamp};
-use crate::app::{AppState, IngestFailure};
+use super::page::{Page, invalid_cursor};
+use super::timestamp;
 use crate::audit::{self, action, kind};
-use rebalancer_cluster::{
-    self as cluster, ClusterSnapshot, IngestError, IngestWarning, NodeUtilization,
-};
+use rebalancer_cluster::{self as cluster, ClusterSnapshot, IngestWarning, NodeUtilization};
 use rebalancer_store::ClusterRecord;
 
 /// A cluster and the state it holds.
@@ -143,45 +142,6 @@ fn view(state: &AppState, record: ClusterRecord) -> Result<ClusterView, ApiError
     })
 }
 
-fn ingest_error(err: IngestFailure) -> ApiError {
-    match err {
-        IngestFailure::InvalidName { .. } => ApiError::bad_request("invalid_name", err.to_string()),
-        IngestFailure::Document(e) => {
-            let status = match e {
-                IngestError::Malformed { .. } => StatusCode::BAD_REQUEST,
-                IngestError::InvalidObject { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-                IngestError::Archive(_) => {
-                    return ApiError::internal("building a snapshot archive", e);
-                }
-            };
-            let details = match &e {
-                IngestError::Malformed { line, column, .. } => {
-                    json!({ "line": line, "column": column, "previousStateKept": true })
-                }
-                IngestError::InvalidObject {
-                    index,
-                    kind,
-                    namespace,
-                    name,
-                    field,
-                    ..
-                } => json!({
-                    "index": index,
-                    "kind": kind,
-                    "namespace": namespace,
-                    "name": name,
-                    "field": field,
-                    "previousStateKept": true,
-                }),
-                IngestError::Archive(_) => json!({}),
-            };
-            ApiError::new(status, e.code(), e.to_string()).with_details(details)
-        }
-        IngestFailure::Store(e) => e.into(),
-        IngestFailure::Task(e) => ApiError::internal("snapshot ingest task failed", e),
-    }
-}
-
 /// Replace a cluster's state with a Kubernetes `List` — exactly what
 /// `kubectl get nodes,pods,pdb,namespaces,priorityclasses -A -o json` prints — sent as JSON or
 /// YAML (`Content-Type: application/yaml`). Creates the cluster (backend `simulated`) when new.
@@ -221,13 +181,13 @@ pub async fn put_snapshot(
     let receive_ms = started.elapsed().as_secs_f64() * 1000.0;
     let ingest = {
         let state = state.clone();
-        async move { state.ingest_snapshot(&name, bytes, format).await }
+        async move { state.ingest.snapshot(&name, bytes, format).await }
     };
     let outcome = state
+        .in_flight
         .detached(ingest)
         .await
-        .map_err(|e| ApiError::internal("snapshot ingest task failed", e))?
-        .map_err(ingest_error)?;
+        .map_err(|e| ApiError::internal("snapshot ingest task failed", e))??;
     let status = if outcome.created {
         StatusCode::CREATED
     } else {
@@ -235,7 +195,7 @@ pub async fn put_snapshot(
     };
     let record = &outcome.record;
     audit::record(
-        &state,
+        &state.store,
         &actor,
         action::SNAPSHOT_PUSH,
         kind::CLUSTER,
@@ -353,21 +313,17 @@ pub async fn list_pods(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
     ApiQuery(query): ApiQuery<PodQuery>,
+    page: Page,
 ) -> Result<Json<PodList>, ApiError> {
-    let limit = page_limit(query.limit)? as usize;
+    let limit = page.limit as usize;
     let snapshot = snapshot_of(&state, &name).await?;
-    let start = match query.cursor.as_deref() {
+    let start = match page.cursor() {
         None => 0,
         Some(cursor) => {
             let (revision, index) = cursor
                 .split_once('.')
                 .and_then(|(r, i)| Some((r.parse::<u64>().ok()?, i.parse::<usize>().ok()?)))
-                .ok_or_else(|| {
-                    ApiError::bad_request(
-                        "invalid_cursor",
-                        format!("cursor {cursor:?} is not one this API returned"),
-                    )
-                })?;
+                .ok_or_else(|| invalid_cursor(cursor))?;
             if revision != snapshot.revision {
                 return Err(ApiError::conflict(
                     "stale_cursor",

@@ -6,16 +6,17 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
-use super::{page_limit, timestamp};
-use crate::app::AppState;
+use super::page::Page;
+use super::timestamp;
 use crate::approval::{self, AutoApproveRules, RuleError};
-use crate::audit::{self, action, kind};
+use crate::audit::{self, kind};
+use crate::in_flight::InFlight;
 use rebalancer_store::{
-    Approval, DecisionEvent, DecisionFilter, DecisionRecord, DecisionStatus, MigrationFilter,
-    MigrationTemplate,
+    DecisionEvent, DecisionFilter, DecisionRecord, DecisionStatus, MigrationFilter, Store,
 };
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -138,10 +139,9 @@ fn transition(e: DecisionEvent) -> DecisionTransition {
     }
 }
 
-async fn detail(state: &AppState, d: DecisionRecord) -> Result<DecisionDetail, ApiError> {
-    let history = state.store.decision_events(d.id).await?;
-    let (migrations, _) = state
-        .store
+async fn detail(store: &Store, d: DecisionRecord) -> Result<DecisionDetail, ApiError> {
+    let history = store.decision_events(d.id).await?;
+    let (migrations, _) = store
         .list_pod_migrations(
             &MigrationFilter {
                 decision: Some(d.id),
@@ -165,22 +165,11 @@ async fn detail(state: &AppState, d: DecisionRecord) -> Result<DecisionDetail, A
         (status = 400, body = ErrorBody),
     ))]
 pub async fn list_decisions(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     ApiQuery(query): ApiQuery<DecisionQuery>,
+    page: Page,
 ) -> Result<Json<DecisionList>, ApiError> {
-    let limit = page_limit(query.limit)?;
-    let after = query
-        .cursor
-        .as_deref()
-        .map(|c| {
-            c.parse::<i64>().map_err(|_| {
-                ApiError::bad_request(
-                    "invalid_cursor",
-                    format!("cursor {c:?} is not one this API returned"),
-                )
-            })
-        })
-        .transpose()?;
+    let after = page.id_cursor()?;
     let filter = DecisionFilter {
         run: query.run,
         status: query.status,
@@ -192,7 +181,7 @@ pub async fn list_decisions(
         ids: None,
         after,
     };
-    let (items, next) = state.store.list_decisions(&filter, limit).await?;
+    let (items, next) = store.list_decisions(&filter, page.limit).await?;
     Ok(Json(DecisionList {
         items: items.into_iter().map(view).collect(),
         next: next.map(|id| id.to_string()),
@@ -207,11 +196,11 @@ pub async fn list_decisions(
         (status = 404, body = ErrorBody),
     ))]
 pub async fn get_decision(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<DecisionDetail>, ApiError> {
-    let d = state.store.get_decision(id).await?;
-    Ok(Json(detail(&state, d).await?))
+    let d = store.get_decision(id).await?;
+    Ok(Json(detail(&store, d).await?))
 }
 
 /// Optional body of approve and reject.
@@ -237,31 +226,6 @@ fn comment_of(body: &[u8]) -> Result<Option<String>, ApiError> {
     Ok(parsed.comment.filter(|c| !c.trim().is_empty()))
 }
 
-fn not_proposed(d: &DecisionRecord, verb: &str) -> ApiError {
-    let mut message = format!(
-        "decision {} is {}, not proposed: only proposed decisions can be {verb}",
-        d.id,
-        d.status.as_str()
-    );
-    if let Some(reason) = &d.status_reason {
-        message.push_str(&format!(" ({reason})"));
-    }
-    ApiError::conflict("not_proposed", message)
-        .with_details(json!({"status": d.status, "statusReason": d.status_reason}))
-}
-
-fn dry_run(d: &DecisionRecord) -> ApiError {
-    ApiError::conflict(
-        "dry_run",
-        format!(
-            "decision {} was proposed by dry run {}: decisions of dry runs can never be \
-             approved; start a run without dryRun",
-            d.id, d.run_id
-        ),
-    )
-    .with_details(json!({"status": d.status, "run": d.run_id}))
-}
-
 /// Approve a proposed decision: its pod migration is created at once (exactly one, however
 /// many approvals race) and the executor starts it when arbitration allows. A proposal past
 /// the proposal TTL is marked `expired` instead (409).
@@ -275,56 +239,21 @@ fn dry_run(d: &DecisionRecord) -> ApiError {
             proposed by a dry run", body = ErrorBody),
     ))]
 pub async fn approve_decision(
-    State(state): State<AppState>,
+    State(deps): State<approval::Deps>,
+    State(in_flight): State<InFlight>,
     actor: Actor,
     ApiPath(id): ApiPath<i64>,
     RawBody(body): RawBody,
 ) -> Result<Json<DecisionDetail>, ApiError> {
     let comment = comment_of(&body)?;
-    let work = {
-        let state = state.clone();
-        async move {
-            let (mode, ttl_ms) = approval::template(&state);
-            let outcome = state
-                .store
-                .approve_decision(
-                    id,
-                    &actor.name,
-                    comment.as_deref(),
-                    approval::expire_before(&state),
-                    MigrationTemplate {
-                        mode: &mode,
-                        ttl_ms,
-                    },
-                )
-                .await?;
-            match outcome {
-                Approval::Approved {
-                    decision,
-                    pod_migration,
-                } => {
-                    state.executor.wake();
-                    tracing::info!(decision = id, pod_migration, actor = %actor.name, "decision approved");
-                    audit::record(
-                        &state,
-                        &actor,
-                        action::DECISION_APPROVE,
-                        kind::DECISION,
-                        &id.to_string(),
-                        Some(json!({"comment": comment, "podMigration": pod_migration})),
-                    )
-                    .await;
-                    Ok(Json(detail(&state, decision).await?))
-                }
-                Approval::NotProposed(d) => Err(not_proposed(&d, "approved")),
-                Approval::DryRun(d) => Err(dry_run(&d)),
-            }
-        }
-    };
-    state
-        .detached(work)
+    let approved = in_flight
+        .detached({
+            let deps = deps.clone();
+            async move { approval::approve(&deps, id, &actor, comment).await }
+        })
         .await
-        .map_err(|e| ApiError::internal("approval task failed", e))?
+        .map_err(|e| ApiError::internal("approval task failed", e))??;
+    Ok(Json(detail(&deps.store, approved.decision).await?))
 }
 
 /// Reject a proposed decision.
@@ -337,45 +266,21 @@ pub async fn approve_decision(
         (status = 409, description = "Not `proposed` (details.status says what it is)", body = ErrorBody),
     ))]
 pub async fn reject_decision(
-    State(state): State<AppState>,
+    State(deps): State<approval::Deps>,
+    State(in_flight): State<InFlight>,
     actor: Actor,
     ApiPath(id): ApiPath<i64>,
     RawBody(body): RawBody,
 ) -> Result<Json<DecisionDetail>, ApiError> {
     let comment = comment_of(&body)?;
-    let work = {
-        let state = state.clone();
-        async move {
-            match state
-                .store
-                .reject_decision(
-                    id,
-                    &actor.name,
-                    comment.as_deref(),
-                    approval::expire_before(&state),
-                )
-                .await?
-            {
-                Ok(decision) => {
-                    audit::record(
-                        &state,
-                        &actor,
-                        action::DECISION_REJECT,
-                        kind::DECISION,
-                        &id.to_string(),
-                        Some(json!({"comment": comment})),
-                    )
-                    .await;
-                    Ok(Json(detail(&state, decision).await?))
-                }
-                Err(d) => Err(not_proposed(&d, "rejected")),
-            }
-        }
-    };
-    state
-        .detached(work)
+    let decision = in_flight
+        .detached({
+            let deps = deps.clone();
+            async move { approval::reject(&deps, id, &actor, comment).await }
+        })
         .await
-        .map_err(|e| ApiError::internal("rejection task failed", e))?
+        .map_err(|e| ApiError::internal("rejection task failed", e))??;
+    Ok(Json(detail(&deps.store, decision).await?))
 }
 
 /// Which decisions a bulk approval takes: every field given narrows; at least one is needed.
@@ -421,7 +326,8 @@ pub struct BulkApproveResult {
         (status = 400, description = "No filter field given", body = ErrorBody),
     ))]
 pub async fn approve_decisions(
-    State(state): State<AppState>,
+    State(deps): State<approval::Deps>,
+    State(in_flight): State<InFlight>,
     actor: Actor,
     ApiJson(request): ApiJson<BulkApprove>,
 ) -> Result<Json<BulkApproveResult>, ApiError> {
@@ -451,54 +357,21 @@ pub async fn approve_decisions(
         ));
     }
     let comment = request.comment.filter(|c| !c.trim().is_empty());
-    let work = {
-        let state = state.clone();
-        async move {
-            let (mode, ttl_ms) = approval::template(&state);
-            let outcome = state
-                .store
-                .approve_matching(
-                    &filter,
-                    &actor.name,
-                    comment.as_deref(),
-                    approval::expire_before(&state),
-                    MigrationTemplate {
-                        mode: &mode,
-                        ttl_ms,
-                    },
-                )
-                .await?;
-            if !outcome.approved.is_empty() {
-                state.executor.wake();
-            }
-            for id in &outcome.approved {
-                audit::record(
-                    &state,
-                    &actor,
-                    action::DECISION_APPROVE,
-                    kind::DECISION,
-                    &id.to_string(),
-                    Some(json!({"comment": comment, "bulk": true})),
-                )
-                .await;
-            }
-            let approved = outcome.approved.len() as u64;
-            Ok::<_, ApiError>(Json(BulkApproveResult {
-                matched: outcome.matched,
-                approved,
-                expired: outcome.expired,
-                dry_run: outcome.dry_run,
-                already_decided: outcome
-                    .matched
-                    .saturating_sub(approved + outcome.expired + outcome.dry_run),
-                ids: outcome.approved,
-            }))
-        }
-    };
-    state
-        .detached(work)
+    let outcome = in_flight
+        .detached(async move { approval::approve_matching(&deps, &filter, &actor, comment).await })
         .await
-        .map_err(|e| ApiError::internal("bulk approval task failed", e))?
+        .map_err(|e| ApiError::internal("bulk approval task failed", e))??;
+    let approved = outcome.approved.len() as u64;
+    Ok(Json(BulkApproveResult {
+        matched: outcome.matched,
+        approved,
+        expired: outcome.expired,
+        dry_run: outcome.dry_run,
+        already_decided: outcome
+            .matched
+            .saturating_sub(approved + outcome.expired + outcome.dry_run),
+        ids: outcome.approved,
+    }))
 }
 
 /// Audit action of replacing a profile's auto-approve rules (alongside `crate::audit::action`).
@@ -528,7 +401,7 @@ pub async fn get_auto_approve(
 ) -> Result<Json<AutoApproveView>, ApiError> {
     state.store.get_profile(&name).await?;
     let stored = state.store.auto_approve_rules(&name).await?;
-    let rules = approval::rules_of(&state, &name).await?;
+    let rules = approval::rules_of(&state.store, &name).await?;
     Ok(Json(AutoApproveView {
         profile: name,
         rules,
@@ -574,7 +447,7 @@ pub async fn put_auto_approve(
         async move {
             let at = state.store.put_auto_approve_rules(&name, &json).await?;
             audit::record(
-                &state,
+                &state.store,
                 &actor,
                 AUTO_APPROVE_PUT,
                 kind::PROFILE,
@@ -590,6 +463,7 @@ pub async fn put_auto_approve(
         }
     };
     state
+        .in_flight
         .detached(work)
         .await
         .map_err(|e| ApiError::internal("auto-approve storage task failed", e))?

@@ -1,16 +1,25 @@
 //! The one error shape of the API: `{"code", "message", "details"}`.
 //!
-//! Owns: [`ApiError`] and its conversion from every error the handlers meet. Server-side failures
-//! are answered with a generic message; their cause goes to the log, never into a body.
+//! Owns: [`ApiError`] and its conversion (`From`) from every error the handlers meet — the
+//! extractors' rejections, the store's, and each stage's (ingest, run, engine, policy upload,
+//! tokens, pod-migration abort, approval) — so handlers use `?` and map nothing by hand.
+//! Server-side failures are answered with a generic message; their cause goes to the log,
+//! never into a body.
 
 use axum::Json;
 use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use rebalancer_store::StoreError;
+use crate::approval::ApprovalError;
+use crate::executor::AbortError;
+use crate::ingest::IngestFailure;
+use crate::trigger::RunFailure;
+use rebalancer_cluster::IngestError;
+use rebalancer_engine::EngineError;
+use rebalancer_store::{DeleteTokenError, InsertTokenError, PutPolicyError, StoreError};
 
 /// The body of every error response.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -157,6 +166,172 @@ impl From<PathRejection> for ApiError {
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
         ApiError::new(rejection.status(), "invalid_query", rejection.body_text())
+    }
+}
+
+// ---- Stage errors -----------------------------------------------------------------------------
+// Every error a stage returns converts here, so handlers use `?` and map nothing by hand.
+
+impl From<IngestFailure> for ApiError {
+    fn from(err: IngestFailure) -> Self {
+        match err {
+            IngestFailure::InvalidName { .. } => {
+                ApiError::bad_request("invalid_name", err.to_string())
+            }
+            IngestFailure::Document(e) => e.into(),
+            IngestFailure::Store(e) => e.into(),
+            IngestFailure::Task(e) => ApiError::internal("snapshot ingest task failed", e),
+        }
+    }
+}
+
+/// A refused document: the previous state of the cluster was kept.
+impl From<IngestError> for ApiError {
+    fn from(e: IngestError) -> Self {
+        let (status, details) = match &e {
+            IngestError::Malformed { line, column, .. } => (
+                StatusCode::BAD_REQUEST,
+                json!({ "line": line, "column": column, "previousStateKept": true }),
+            ),
+            IngestError::InvalidObject {
+                index,
+                kind,
+                namespace,
+                name,
+                field,
+                ..
+            } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({
+                    "index": index,
+                    "kind": kind,
+                    "namespace": namespace,
+                    "name": name,
+                    "field": field,
+                    "previousStateKept": true,
+                }),
+            ),
+            IngestError::Archive(_) => {
+                return ApiError::internal("building a snapshot archive", e);
+            }
+        };
+        ApiError::new(status, e.code(), e.to_string()).with_details(details)
+    }
+}
+
+/// A run that did not succeed.
+impl From<RunFailure> for ApiError {
+    fn from(failure: RunFailure) -> Self {
+        match failure {
+            RunFailure::Store(e) => e.into(),
+            failure @ RunFailure::ClusterNotLoaded(_) => {
+                ApiError::conflict("cluster_not_loaded", failure.to_string())
+            }
+            RunFailure::InvalidProfile {
+                run,
+                message,
+                errors,
+            } => ApiError::unprocessable("invalid_profile", message)
+                .with_details(json!({ "run": run, "errors": errors })),
+            RunFailure::Crashed { run, cause } => {
+                ApiError::internal(&format!("run {run} crashed"), cause)
+            }
+        }
+    }
+}
+
+/// A policy module the engine refused.
+impl From<EngineError> for ApiError {
+    fn from(err: EngineError) -> Self {
+        let status = match err {
+            EngineError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            EngineError::Internal(_) => {
+                return ApiError::internal("policy engine failure", err);
+            }
+            _ => StatusCode::UNPROCESSABLE_ENTITY,
+        };
+        ApiError::new(status, err.code(), err.to_string())
+    }
+}
+
+/// An upload that would replace a built-in policy.
+impl From<PutPolicyError> for ApiError {
+    fn from(err: PutPolicyError) -> Self {
+        match err {
+            PutPolicyError::Builtin(name) => ApiError::conflict(
+                "builtin_policy",
+                format!(
+                    "\"{name}\" is the name of a built-in policy; give your policy another name \
+                     in its `info` (e.g. \"{name}Custom\")"
+                ),
+            ),
+            PutPolicyError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<InsertTokenError> for ApiError {
+    fn from(err: InsertTokenError) -> Self {
+        match err {
+            InsertTokenError::NameTaken(name) => ApiError::conflict(
+                "name_taken",
+                format!("a token named \"{name}\" exists; pick another name or delete it first"),
+            ),
+            InsertTokenError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<DeleteTokenError> for ApiError {
+    fn from(err: DeleteTokenError) -> Self {
+        match err {
+            DeleteTokenError::FromEnvironment => ApiError::conflict(
+                "token_from_environment",
+                "this token is set by REBALANCER_ADMIN_TOKEN; change or unset the variable and \
+                 restart the server to retire it",
+            ),
+            DeleteTokenError::LastAdmin => ApiError::conflict(
+                "last_admin_token",
+                "this is the last admin token: create another admin token first, so the API is \
+                 not left without an administrator",
+            ),
+            DeleteTokenError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// A pod migration that cannot be aborted.
+impl From<AbortError> for ApiError {
+    fn from(err: AbortError) -> Self {
+        match err {
+            AbortError::Finished { id, phase } => ApiError::conflict(
+                "already_finished",
+                format!(
+                    "pod migration {id} is already {phase}; only Pending or Running pod \
+                     migrations can be aborted"
+                ),
+            )
+            .with_details(json!({ "phase": phase })),
+            AbortError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// A decision that cannot be approved or rejected.
+impl From<ApprovalError> for ApiError {
+    fn from(err: ApprovalError) -> Self {
+        match err {
+            ApprovalError::NotProposed { ref decision, .. } => {
+                let details =
+                    json!({"status": decision.status, "statusReason": decision.status_reason});
+                ApiError::conflict("not_proposed", err.to_string()).with_details(details)
+            }
+            ApprovalError::DryRun(ref decision) => {
+                let details = json!({"status": decision.status, "run": decision.run_id});
+                ApiError::conflict("dry_run", err.to_string()).with_details(details)
+            }
+            ApprovalError::Store(e) => e.into(),
+        }
     }
 }
 

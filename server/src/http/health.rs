@@ -5,8 +5,8 @@ use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
 
+use super::AppState;
 use super::error::{ApiError, ErrorBody};
-use crate::app::AppState;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Health {

@@ -4,8 +4,8 @@ use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
+use super::AppState;
 use super::error::ApiError;
-use crate::app::AppState;
 
 /// Content type of the Prometheus text format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -4,8 +4,9 @@
 //! the readiness gate of `/api/v1`, `/healthz`, `/readyz`, `/api-docs/openapi.json` and the
 //! Swagger UI at `/docs` (assets embedded, works offline). Every route is registered through
 //! `utoipa_axum::routes!`, so none goes undocumented.
-//! Must not: hold SQL or domain rules; handlers call `store`, `engine`, `profile`, `run` and
-//! `app` and translate their errors.
+//! Must not: hold SQL or domain rules; handlers parse the request, call a stage (`ingest`,
+//! `trigger`, `approval`, `executor`) or the store, and map the result. Nothing outside `http`
+//! but `app` (which starts the router) imports this module.
 //!
 //! Every `/api/v1` route needs `Authorization: Bearer <token>` with the role [`auth`] assigns
 //! to it (viewer reads, approver approves/rejects/aborts, admin changes everything else);
@@ -19,11 +20,13 @@ pub mod error;
 pub mod extract;
 pub mod health;
 pub mod metrics;
+pub mod page;
 pub mod pod_migrations;
 pub mod policies;
 pub mod profiles;
 pub mod runs;
 pub mod schedules;
+pub mod state;
 pub mod tokens;
 pub mod ui;
 
@@ -40,10 +43,10 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::app::AppState;
 use error::ApiError;
 
 pub use error::ErrorBody;
+pub use state::AppState;
 
 /// Where the OpenAPI document is served.
 pub const OPENAPI_PATH: &str = "/api-docs/openapi.json";
@@ -233,21 +236,6 @@ pub(crate) fn timestamp(ms: i64) -> String {
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())
         .unwrap_or_else(|| ms.to_string())
-}
-
-/// Page sizes: `limit` query parameters are clamped to this.
-pub(crate) const MAX_PAGE: u32 = 1000;
-pub(crate) const DEFAULT_PAGE: u32 = 100;
-
-pub(crate) fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
-    match limit {
-        None => Ok(DEFAULT_PAGE),
-        Some(0) => Err(ApiError::bad_request(
-            "invalid_query",
-            "limit must be at least 1",
-        )),
-        Some(n) => Ok(n.min(MAX_PAGE)),
-    }
 }
 
 #[cfg(test)]

@@ -6,14 +6,15 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
-use super::{page_limit, timestamp};
-use crate::app::AppState;
+use super::page::Page;
+use super::timestamp;
 use crate::audit::{self, action, kind};
 use crate::executor::arbitration::{ArbitrationConfig, KnobError, MigrationMode};
-use crate::executor::{AbortError, machine};
+use crate::executor::machine;
 use rebalancer_store::{MigrationEvent, MigrationFilter, MigrationPhase, PodMigrationRecord};
 
 /// A pod migration (Koordinator's PodMigrationJob).
@@ -162,20 +163,9 @@ async fn detail(state: &AppState, id: i64) -> Result<PodMigrationDetail, ApiErro
 pub async fn list_pod_migrations(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<PodMigrationQuery>,
+    page: Page,
 ) -> Result<Json<PodMigrationList>, ApiError> {
-    let limit = page_limit(query.limit)?;
-    let after = query
-        .cursor
-        .as_deref()
-        .map(|c| {
-            c.parse::<i64>().map_err(|_| {
-                ApiError::bad_request(
-                    "invalid_cursor",
-                    format!("cursor {c:?} is not one this API returned"),
-                )
-            })
-        })
-        .transpose()?;
+    let after = page.id_cursor()?;
     let (items, next) = state
         .store
         .list_pod_migrations(
@@ -184,7 +174,7 @@ pub async fn list_pod_migrations(
                 phase: query.phase,
                 after,
             },
-            limit,
+            page.limit,
         )
         .await?;
     Ok(Json(PodMigrationList {
@@ -239,29 +229,21 @@ pub async fn abort_pod_migration(
     let work = {
         let state = state.clone();
         async move {
-            match machine::abort(&state, id, &actor.name, comment.as_deref()).await {
-                Ok(_) => {
-                    audit::record(
-                        &state,
-                        &actor,
-                        action::POD_MIGRATION_ABORT,
-                        kind::POD_MIGRATION,
-                        &id.to_string(),
-                        Some(json!({"comment": comment})),
-                    )
-                    .await;
-                    Ok(Json(detail(&state, id).await?))
-                }
-                Err(AbortError::Finished { phase, .. }) => Err(ApiError::conflict(
-                    "already_finished",
-                    format!("pod migration {id} is already {phase}; only Pending or Running pod migrations can be aborted"),
-                )
-                .with_details(json!({ "phase": phase }))),
-                Err(AbortError::Store(e)) => Err(e.into()),
-            }
+            machine::abort(&state.pod_migrations, id, &actor.name, comment.as_deref()).await?;
+            audit::record(
+                &state.store,
+                &actor,
+                action::POD_MIGRATION_ABORT,
+                kind::POD_MIGRATION,
+                &id.to_string(),
+                Some(json!({"comment": comment})),
+            )
+            .await;
+            Ok::<_, ApiError>(Json(detail(&state, id).await?))
         }
     };
     state
+        .in_flight
         .detached(work)
         .await
         .map_err(|e| ApiError::internal("abort task failed", e))?
@@ -275,7 +257,7 @@ const ARBITRATION_KIND: &str = "arbitration";
 #[utoipa::path(get, path = "/api/v1/arbitration", tag = "pod-migrations",
     responses((status = 200, body = ArbitrationConfig)))]
 pub async fn get_arbitration(State(state): State<AppState>) -> Json<ArbitrationConfig> {
-    Json(state.executor.config())
+    Json(state.pod_migrations.executor.config())
 }
 
 /// Replace the arbitration knobs; fields left out take Koordinator's defaults. Applies to pod
@@ -310,9 +292,9 @@ pub async fn put_arbitration(
         let state = state.clone();
         async move {
             state.store.put_arbitration_config(&json).await?;
-            state.executor.set_config(config.clone());
+            state.pod_migrations.executor.set_config(config.clone());
             audit::record(
-                &state,
+                &state.store,
                 &actor,
                 ARBITRATION_PUT,
                 ARBITRATION_KIND,
@@ -324,6 +306,7 @@ pub async fn put_arbitration(
         }
     };
     state
+        .in_flight
         .detached(work)
         .await
         .map_err(|e| ApiError::internal("arbitration config task failed", e))?

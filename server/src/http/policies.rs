@@ -5,13 +5,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 
+use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiPath, RawBody};
 use super::timestamp;
-use crate::app::AppState;
 use crate::audit::{self, action, kind};
-use rebalancer_engine::{EngineError, PolicyMeta};
+use rebalancer_engine::PolicyMeta;
 use rebalancer_store::{self as store, PolicyRecord, PutPolicyError};
 
 /// A registered policy.
@@ -55,17 +55,6 @@ fn view(state: &AppState, record: PolicyRecord) -> Result<PolicyView, ApiError> 
     })
 }
 
-fn engine_error(err: EngineError) -> ApiError {
-    let status = match err {
-        EngineError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        EngineError::Internal(_) => {
-            return ApiError::internal("policy engine failure", err);
-        }
-        _ => StatusCode::UNPROCESSABLE_ENTITY,
-    };
-    ApiError::new(status, err.code(), err.to_string())
-}
-
 /// Upload a policy module: a WebAssembly component built against the policy ABI. It is
 /// validated, compiled and introspected (`info`) before it is stored; uploading a module with
 /// the name of an existing upload replaces it.
@@ -104,19 +93,19 @@ pub async fn upload_policy(
         engine.compile(&bytes)
     })
     .await
-    .map_err(|e| ApiError::internal("policy compilation task failed", e))?
-    .map_err(engine_error)?;
+    .map_err(|e| ApiError::internal("policy compilation task failed", e))??;
 
     let register = {
         let state = state.clone();
         async move { register(&state, compiled, &wasm).await }
     };
     let (status, Json(policy)) = state
+        .in_flight
         .detached(register)
         .await
         .map_err(|e| ApiError::internal("policy registration task failed", e))??;
     audit::record(
-        &state,
+        &state.store,
         &actor,
         action::POLICY_UPLOAD,
         kind::POLICY,
@@ -140,7 +129,7 @@ async fn register(
     let meta = compiled.meta.clone();
     let _catalog = state.catalog_lock.lock().await;
     if state.registry.get(&meta.name).is_some_and(|p| p.builtin) {
-        return Err(builtin_clash(&meta.name));
+        return Err(PutPolicyError::Builtin(meta.name.clone()).into());
     }
     let metadata = serde_json::to_value(&meta)
         .map_err(|e| ApiError::internal("serialising policy metadata", e))?;
@@ -154,11 +143,7 @@ async fn register(
             wasm,
             metadata: &metadata,
         })
-        .await
-        .map_err(|e| match e {
-            PutPolicyError::Builtin(name) => builtin_clash(&name),
-            PutPolicyError::Store(e) => e.into(),
-        })?;
+        .await?;
     state.registry.insert(compiled, false);
     tracing::info!(policy = %meta.name, version = %meta.version, digest = %meta.digest, created, "policy uploaded");
     let status = if created {
@@ -167,16 +152,6 @@ async fn register(
         StatusCode::OK
     };
     Ok((status, Json(view(state, record)?)))
-}
-
-fn builtin_clash(name: &str) -> ApiError {
-    ApiError::conflict(
-        "builtin_policy",
-        format!(
-            "\"{name}\" is the name of a built-in policy; give your policy another name in its \
-             `info` (e.g. \"{name}Custom\")"
-        ),
-    )
 }
 
 /// List every policy, built-ins first by name.
@@ -232,11 +207,12 @@ pub async fn delete_policy(
         async move { delete(&state, &name).await }
     };
     let status = state
+        .in_flight
         .detached(delete)
         .await
         .map_err(|e| ApiError::internal("policy deletion task failed", e))??;
     audit::record(
-        &state,
+        &state.store,
         &actor,
         action::POLICY_DELETE,
         kind::POLICY,

@@ -7,12 +7,13 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiPath, DocumentFormat, RawBody, document_format};
 use super::timestamp;
-use crate::app::{AppState, check_name};
 use crate::audit::{self, action, kind};
+use crate::ingest::check_name;
 use rebalancer_engine::profile::{self, ProfileError, ProfileSpec};
 use rebalancer_store::ProfileRecord;
 
@@ -114,11 +115,12 @@ pub async fn put_profile(
         async move { store_profile(&state, &name, document, parsed.spec).await }
     };
     let (status, Json(profile)) = state
+        .in_flight
         .detached(store)
         .await
         .map_err(|e| ApiError::internal("profile storage task failed", e))??;
     audit::record(
-        &state,
+        &state.store,
         &actor,
         action::PROFILE_PUT,
         kind::PROFILE,

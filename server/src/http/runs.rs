@@ -7,13 +7,14 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiJson, ApiPath, ApiQuery};
-use super::{page_limit, timestamp};
-use crate::app::AppState;
+use super::extract::{ApiJson, ApiPath};
+use super::page::{Page, PageParams};
+use super::timestamp;
 use crate::audit::{self, action, kind};
-use crate::trigger::{self, FinishedRun, RunFailure, RunRequest};
+use crate::trigger::{self, FinishedRun, RunRequest};
 use rebalancer_engine::run::RunReport;
 use rebalancer_store::{RunRecord, RunStatus, RunTrigger};
 
@@ -66,15 +67,6 @@ pub struct RunList {
     pub next: Option<String>,
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct RunListQuery {
-    /// Page size (default 100, at most 1000).
-    pub limit: Option<u32>,
-    /// The `next` value of the previous page.
-    pub cursor: Option<String>,
-}
-
 fn view(record: RunRecord) -> Result<RunView, ApiError> {
     let report: Option<RunReport> = record
         .report
@@ -119,10 +111,11 @@ pub async fn create_run(
     ApiJson(request): ApiJson<CreateRun>,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
     let execute = trigger::execute_run(
-        state.clone(),
+        state.runs.clone(),
         RunRequest::manual(&request.cluster, &request.profile, request.dry_run),
     );
     let outcome = state
+        .in_flight
         .detached(execute)
         .await
         .map_err(|e| ApiError::internal("run task failed", e))?;
@@ -133,7 +126,7 @@ pub async fn create_run(
     match outcome {
         Ok(FinishedRun { record, report }) => {
             audit::record(
-                &state,
+                &state.store,
                 &actor,
                 action::RUN_CREATE,
                 kind::RUN,
@@ -149,7 +142,7 @@ pub async fn create_run(
         Err(failure) => {
             if let Some(run) = failure.run_id() {
                 audit::record(
-                    &state,
+                    &state.store,
                     &actor,
                     action::RUN_CREATE,
                     kind::RUN,
@@ -158,26 +151,7 @@ pub async fn create_run(
                 )
                 .await;
             }
-            Err(run_failure(failure))
-        }
-    }
-}
-
-/// The answer for a run that did not succeed.
-fn run_failure(failure: RunFailure) -> ApiError {
-    match failure {
-        RunFailure::Store(e) => e.into(),
-        failure @ RunFailure::ClusterNotLoaded(_) => {
-            ApiError::conflict("cluster_not_loaded", failure.to_string())
-        }
-        RunFailure::InvalidProfile {
-            run,
-            message,
-            errors,
-        } => ApiError::unprocessable("invalid_profile", message)
-            .with_details(json!({ "run": run, "errors": errors })),
-        RunFailure::Crashed { run, cause } => {
-            ApiError::internal(&format!("run {run} crashed"), cause)
+            Err(failure.into())
         }
     }
 }
@@ -198,28 +172,17 @@ pub async fn get_run(
 
 /// Runs, newest first.
 #[utoipa::path(get, path = "/api/v1/runs", tag = "runs",
-    params(RunListQuery),
+    params(PageParams),
     responses(
         (status = 200, body = RunList),
         (status = 400, body = ErrorBody),
     ))]
 pub async fn list_runs(
     State(state): State<AppState>,
-    ApiQuery(query): ApiQuery<RunListQuery>,
+    page: Page,
 ) -> Result<Json<RunList>, ApiError> {
-    let limit = page_limit(query.limit)?;
-    let before = query
-        .cursor
-        .as_deref()
-        .map(|c| {
-            c.parse::<i64>().map_err(|_| {
-                ApiError::bad_request(
-                    "invalid_cursor",
-                    format!("cursor {c:?} is not one this API returned"),
-                )
-            })
-        })
-        .transpose()?;
+    let before = page.id_cursor()?;
+    let limit = page.limit;
     let runs = state.store.list_runs(limit + 1, before).await?;
     let more = runs.len() > limit as usize;
     let items = runs

@@ -7,11 +7,11 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath};
 use super::timestamp;
-use crate::app::AppState;
 use crate::audit::{self, action, kind};
 use rebalancer_store::{ScheduleRecord, ScheduleSpec};
 
@@ -174,7 +174,7 @@ pub async fn create_schedule(
     let record = state.store.insert_schedule(&spec, revision).await?;
     state.schedules_changed.notify_one();
     audit::record(
-        &state,
+        &state.store,
         &actor,
         action::SCHEDULE_CREATE,
         kind::SCHEDULE,
@@ -230,7 +230,7 @@ pub async fn put_schedule(
     let record = state.store.update_schedule(id, &spec, revision).await?;
     state.schedules_changed.notify_one();
     audit::record(
-        &state,
+        &state.store,
         &actor,
         action::SCHEDULE_UPDATE,
         kind::SCHEDULE,
@@ -253,7 +253,7 @@ pub async fn delete_schedule(
     let record = state.store.delete_schedule(id).await?;
     state.schedules_changed.notify_one();
     audit::record(
-        &state,
+        &state.store,
         &actor,
         action::SCHEDULE_DELETE,
         kind::SCHEDULE,

@@ -6,16 +6,14 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath};
 use super::timestamp;
-use crate::app::AppState;
 use crate::audit::{self, action, kind};
 use crate::auth;
-use rebalancer_store::{
-    DeleteTokenError, InsertTokenError, NewToken, Role, TokenOrigin, TokenRecord,
-};
+use rebalancer_store::{NewToken, Role, TokenOrigin, TokenRecord};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -101,16 +99,9 @@ pub async fn create_token(
             origin: TokenOrigin::Api,
             created_by: Some(&actor.name),
         })
-        .await
-        .map_err(|e| match e {
-            InsertTokenError::NameTaken(name) => ApiError::conflict(
-                "name_taken",
-                format!("a token named \"{name}\" exists; pick another name or delete it first"),
-            ),
-            InsertTokenError::Store(e) => e.into(),
-        })?;
+        .await?;
     audit::record(
-        &state,
+        &state.store,
         &actor,
         action::TOKEN_CREATE,
         kind::TOKEN,
@@ -159,21 +150,9 @@ pub async fn delete_token(
     actor: Actor,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<StatusCode, ApiError> {
-    let deleted = state.store.delete_token(id).await.map_err(|e| match e {
-        DeleteTokenError::FromEnvironment => ApiError::conflict(
-            "token_from_environment",
-            "this token is set by REBALANCER_ADMIN_TOKEN; change or unset the variable and \
-             restart the server to retire it",
-        ),
-        DeleteTokenError::LastAdmin => ApiError::conflict(
-            "last_admin_token",
-            "this is the last admin token: create another admin token first, so the API is \
-             not left without an administrator",
-        ),
-        DeleteTokenError::Store(e) => e.into(),
-    })?;
+    let deleted = state.store.delete_token(id).await?;
     audit::record(
-        &state,
+        &state.store,
         &actor,
         action::TOKEN_DELETE,
         kind::TOKEN,

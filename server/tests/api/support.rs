@@ -87,7 +87,7 @@ impl TestServer {
     }
 
     /// The running server's state (its store, metrics…), for checks below the API.
-    pub fn state(&self) -> &app::AppState {
+    pub fn state(&self) -> &rebalancer_server::http::AppState {
         &self.server.as_ref().expect("the server is running").state
     }
 

@@ -349,7 +349,7 @@ fn measure(
     args: &BenchArgs,
     source: &Source,
     addr: SocketAddr,
-    state: &app::AppState,
+    state: &rebalancer_server::http::AppState,
     startup_ms: f64,
 ) -> anyhow::Result<BenchReport> {
     use client::{Body, request};
