@@ -1,5 +1,7 @@
-//! HTTP-level tests: the real server on 127.0.0.1:0 with a temporary database, driven with
-//! reqwest. One binary (`cargo test -p rebalancer-server --test api`).
+//! The server's integration tests, one binary (`cargo test -p rebalancer-server --test api`):
+//! the real server on 127.0.0.1:0 with a temporary database, driven with reqwest; `crash` starts
+//! the real `rebalancer` process and kills it at each pod-migration step; `ui` drives the web UI
+//! in headless Chromium.
 
 mod support;
 
@@ -9,6 +11,7 @@ mod auth;
 mod backend;
 mod binary;
 mod clusters;
+mod crash;
 mod docs;
 mod metrics;
 mod migrations;
@@ -17,3 +20,4 @@ mod profiles;
 mod restart;
 mod runs;
 mod triggers;
+mod ui;

@@ -63,6 +63,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     pub profile: Option<PathBuf>,
 
+    /// Keep only these plugins of the profile (comma-separated, e.g.
+    /// `RemoveDuplicates,LowNodeUtilization`); DefaultEvictor always stays.
+    #[arg(long, value_name = "PLUGINS", value_delimiter = ',')]
+    pub only: Vec<String>,
+
     /// Runs to make (medians are reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
@@ -426,6 +431,21 @@ fn measure(
             "the default profile".to_string(),
         ),
     };
+    let document = if args.only.is_empty() {
+        document
+    } else {
+        let (kept, _) = restrict_to(&document, &args.only);
+        let missing: Vec<&String> = args
+            .only
+            .iter()
+            .filter(|name| !mentions(&kept, name))
+            .collect();
+        anyhow::ensure!(
+            missing.is_empty(),
+            "--only names plugins that {profile_source} does not enable: {missing:?}"
+        );
+        kept
+    };
     let (document, skipped) = restrict_to(&document, &registered);
     let body = serde_json::to_vec(&document)?;
     request(
@@ -643,6 +663,19 @@ fn native_run(
                 .join("; ")
         ),
     })
+}
+
+/// Whether any plugin set of `document` enables `plugin` at some extension point.
+fn mentions(document: &Value, plugin: &str) -> bool {
+    document["profiles"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|set| set["plugins"].as_object())
+        .flat_map(|points| points.values())
+        .filter_map(|point| point["enabled"].as_array())
+        .flatten()
+        .any(|name| name.as_str() == Some(plugin))
 }
 
 /// The document with every plugin that is not a registered policy left out (DefaultEvictor is
@@ -1331,6 +1364,38 @@ mod tests {
             set["plugins"]["filter"]["enabled"],
             json!(["DefaultEvictor"])
         );
+    }
+
+    #[test]
+    fn only_keeps_the_named_plugins_and_knows_what_a_profile_enables() {
+        let doc = json!({
+            "profiles": [{
+                "name": "default",
+                "pluginConfig": [
+                    {"name": "DefaultEvictor", "args": {}},
+                    {"name": "PodLifeTime", "args": {}},
+                    {"name": "RemoveDuplicates", "args": {}},
+                    {"name": "LowNodeUtilization", "args": {}},
+                ],
+                "plugins": {
+                    "deschedule": {"enabled": ["PodLifeTime"]},
+                    "balance": {"enabled": ["RemoveDuplicates", "LowNodeUtilization"]},
+                },
+            }],
+        });
+        let only = ["LowNodeUtilization".to_string()];
+        let (kept, _) = restrict_to(&doc, &only);
+        assert!(mentions(&kept, "LowNodeUtilization"));
+        assert!(!mentions(&kept, "RemoveDuplicates"));
+        assert!(!mentions(&kept, "PodLifeTime"));
+        assert!(!mentions(&doc, "HighNodeUtilization"));
+        let names: Vec<&str> = kept["profiles"][0]["pluginConfig"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(names, ["DefaultEvictor", "LowNodeUtilization"]);
     }
 
     #[test]

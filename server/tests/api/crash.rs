@@ -13,11 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sqlx::Connection;
 
-#[allow(dead_code)]
-#[path = "api/support.rs"]
-mod support;
-
-use support::{ADMIN_TOKEN, client_with_token, small_cluster};
+use crate::support::{ADMIN_TOKEN, client_with_token, small_cluster};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_rebalancer");
 

@@ -6,17 +6,13 @@
 //! `/usr/bin/chromium` (or `CHROMIUM_PATH`); `.ci/run` installs them. When one is missing the
 //! test fails under CI (env `CI` set) and is skipped, loudly, elsewhere.
 
-#[allow(dead_code)]
-#[path = "api/support.rs"]
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::{ADMIN_TOKEN, TestServer};
 use reqwest::StatusCode;
 use reqwest::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
-use support::{ADMIN_TOKEN, TestServer};
 
 /// The whole browser scenario may take this long (a debug build on 2 busy cores).
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(600);
