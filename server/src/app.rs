@@ -240,10 +240,13 @@ async fn supervise(
     let (stop_serving, stop_rx) = watch::channel(false);
     let serve = axum::serve(listener, router).with_graceful_shutdown(wait_true(stop_rx));
     let mut serve = std::pin::pin!(serve.into_future());
-    let mut startup = std::pin::pin!(start_up(core.clone()));
-    let mut startup_done = false;
+    // Start-up and the scheduler are boxed so that they can be dropped as soon as serving
+    // stops: a future that is no longer polled but still alive keeps whatever it holds at its
+    // last await — a checked-out database connection above all, and the pool's `close()` below
+    // waits for every checked-out connection to come back, forever.
+    let mut startup = Some(Box::pin(start_up(core.clone())));
     // Periodic and change-triggered runs, once start-up is done.
-    let mut scheduler = std::pin::pin!(trigger::run_scheduler(runs));
+    let mut scheduler = Some(Box::pin(trigger::run_scheduler(runs)));
     let mut scheduling = false;
     // The pod-migration executor, once start-up is done; stops when serving stops.
     let mut executor = std::pin::pin!(executor::run(pod_migrations, stop_serving.subscribe()));
@@ -258,8 +261,8 @@ async fn supervise(
                 }
                 break;
             }
-            started = &mut startup, if !startup_done => {
-                startup_done = true;
+            started = async { startup.as_mut().expect("polled only while running").await }, if startup.is_some() => {
+                startup = None;
                 match started {
                     Ok(()) => {
                         core.ready.store(true, Ordering::Release);
@@ -278,7 +281,7 @@ async fn supervise(
                     }
                 }
             }
-            () = &mut scheduler, if scheduling => {
+            () = async { scheduler.as_mut().expect("polled only while scheduling").await }, if scheduling => {
                 scheduling = false;
                 failure.get_or_insert(anyhow::anyhow!("the scheduler stopped unexpectedly"));
                 let _ = stop_serving.send(true);
@@ -297,6 +300,10 @@ async fn supervise(
             }
         }
     }
+    // Cancel what only runs alongside serving (see above); runs the scheduler started are
+    // detached tasks and finish under `in_flight`.
+    drop(startup);
+    drop(scheduler);
     if executing {
         // It was told to stop with the server: let it finish the step it is in.
         let _ = stop_serving.send(true);

@@ -429,16 +429,11 @@ pub async fn put_auto_approve(
 ) -> Result<Json<AutoApproveView>, ApiError> {
     let errors: Vec<RuleError> = rules.validate();
     if !errors.is_empty() {
-        let summary = errors
-            .iter()
-            .map(|e| format!("{}: {}", e.field, e.message))
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(ApiError::unprocessable(
+        return Err(ApiError::field_problems(
             "invalid_rules",
-            format!("the auto-approve rules cannot be used: {summary}"),
-        )
-        .with_details(json!({ "errors": errors })));
+            "the auto-approve rules",
+            &errors,
+        ));
     }
     let json = serde_json::to_value(&rules)
         .map_err(|e| ApiError::internal("serialising auto-approve rules", e))?;

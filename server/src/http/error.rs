@@ -100,6 +100,18 @@ impl ApiError {
         )
     }
 
+    /// 422 for a body with located problems: the message lists every one (`{what} cannot be
+    /// used: field: message; …`), `details.errors` carries them as objects.
+    pub fn field_problems<P: FieldProblem>(code: &'static str, what: &str, problems: &[P]) -> Self {
+        let summary = problems
+            .iter()
+            .map(|p| format!("{}: {}", p.field(), p.message()))
+            .collect::<Vec<_>>()
+            .join("; ");
+        ApiError::unprocessable(code, format!("{what} cannot be used: {summary}"))
+            .with_details(serde_json::json!({ "errors": problems }))
+    }
+
     pub fn too_large(what: &str, limit: usize) -> Self {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -126,6 +138,31 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
+    }
+}
+
+/// A problem located at a field of a request body, as [`ApiError::field_problems`] reports it.
+pub trait FieldProblem: serde::Serialize {
+    /// Where: e.g. `rules[1].podSelector`.
+    fn field(&self) -> &str;
+    fn message(&self) -> &str;
+}
+
+impl FieldProblem for crate::approval::RuleError {
+    fn field(&self) -> &str {
+        &self.field
+    }
+    fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl FieldProblem for crate::executor::arbitration::KnobError {
+    fn field(&self) -> &str {
+        &self.field
+    }
+    fn message(&self) -> &str {
+        &self.message
     }
 }
 

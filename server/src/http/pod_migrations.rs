@@ -275,16 +275,11 @@ pub async fn put_arbitration(
 ) -> Result<Json<ArbitrationConfig>, ApiError> {
     let errors: Vec<KnobError> = config.validate();
     if !errors.is_empty() {
-        let summary = errors
-            .iter()
-            .map(|e| format!("{}: {}", e.field, e.message))
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(ApiError::unprocessable(
+        return Err(ApiError::field_problems(
             "invalid_config",
-            format!("the arbitration config cannot be used: {summary}"),
-        )
-        .with_details(json!({ "errors": errors })));
+            "the arbitration config",
+            &errors,
+        ));
     }
     let json = serde_json::to_value(&config)
         .map_err(|e| ApiError::internal("serialising the arbitration config", e))?;
