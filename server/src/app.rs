@@ -421,11 +421,7 @@ async fn ensure_default_profile(core: &Core) -> anyhow::Result<()> {
     let spec = profile::parse_deschedule_policy(&document).map_err(|errors| {
         anyhow::anyhow!(
             "the built-in default profile does not parse: {}",
-            errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
+            profile::ProfileError::summary(&errors)
         )
     })?;
     let (engine, registry, doc, checked) = (
@@ -441,11 +437,7 @@ async fn ensure_default_profile(core: &Core) -> anyhow::Result<()> {
     if !problems.is_empty() {
         anyhow::bail!(
             "the built-in default profile does not fit the built-in policies: {}",
-            problems
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
+            profile::ProfileError::summary(&problems)
         );
     }
     let created = core

@@ -240,11 +240,7 @@ async fn evaluate_and_record(
             Ok(FinishedRun { record, report })
         }
         Ok(Err(RunError::InvalidProfile(errors))) => {
-            let summary = errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ");
+            let summary = ProfileError::summary(&errors);
             let message = format!(
                 "profile \"{}\" cannot run on cluster \"{}\": {summary}",
                 run.profile, run.cluster

@@ -459,11 +459,7 @@ fn measure(
     let spec = profile::parse_deschedule_policy(&document).map_err(|errors| {
         anyhow::anyhow!(
             "the profile does not parse: {}",
-            errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
+            profile::ProfileError::summary(&errors)
         )
     })?;
     let plugins: Vec<String> = spec
@@ -656,11 +652,7 @@ fn native_run(
     native::execute(spec, snapshot).map_err(|e| match e {
         run::RunError::InvalidProfile(errors) => anyhow::anyhow!(
             "the profile cannot run natively: {}",
-            errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
+            profile::ProfileError::summary(&errors)
         ),
     })
 }

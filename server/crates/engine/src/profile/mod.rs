@@ -97,6 +97,17 @@ impl std::fmt::Display for ProfileError {
     }
 }
 
+impl ProfileError {
+    /// Every problem of `errors` on one line, `; `-separated, for log lines and messages.
+    pub fn summary(errors: &[ProfileError]) -> String {
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
 /// Parse a DeschedulerPolicy document (as JSON) into the spec a run evaluates.
 ///
 /// Every problem found is reported, not only the first. Warnings are dropped; use
