@@ -7,12 +7,11 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::ApiQuery;
 use super::page::Page;
 use super::timestamp;
-use rebalancer_store::{AuditFilter, AuditRecord};
+use rebalancer_store::{AuditFilter, AuditRecord, Store};
 
 /// One audit entry.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -104,7 +103,7 @@ fn entry(record: AuditRecord) -> AuditEntry {
         (status = 400, body = ErrorBody),
     ))]
 pub async fn list_audit(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     ApiQuery(query): ApiQuery<AuditQuery>,
     page: Page,
 ) -> Result<Json<AuditList>, ApiError> {
@@ -131,7 +130,7 @@ pub async fn list_audit(
         since,
         before,
     };
-    let (items, next) = state.store.list_audit(&filter, page.limit).await?;
+    let (items, next) = store.list_audit(&filter, page.limit).await?;
     Ok(Json(AuditList {
         items: items.into_iter().map(entry).collect(),
         next: next.map(|id| id.to_string()),

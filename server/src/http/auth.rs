@@ -16,10 +16,9 @@ use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 
-use super::AppState;
 use super::error::ApiError;
 use crate::auth::{self, Principal};
-use rebalancer_store::Role;
+use rebalancer_store::{Role, Store};
 
 /// One exception to the default (read: viewer, change: admin).
 struct RouteRole {
@@ -67,7 +66,7 @@ pub fn required_role(method: &Method, route: &str) -> Role {
 /// Check the bearer token of a `/api/v1` request against the role its route needs, and hand
 /// the [`Principal`] to the handler (request extension, read by [`Actor`]).
 pub async fn authorize(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     mut request: Request,
     next: Next,
 ) -> Result<Response, Response> {
@@ -78,7 +77,7 @@ pub async fn authorize(
     let needed = required_role(request.method(), &route);
     let token = bearer_token(request.headers().get(header::AUTHORIZATION))
         .map_err(|(code, message)| unauthorized(code, message))?;
-    let principal = auth::authenticate(&state.store, token)
+    let principal = auth::authenticate(&store, token)
         .await
         .map_err(|e| ApiError::from(e).into_response())?
         .ok_or_else(|| {

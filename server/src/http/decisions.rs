@@ -396,12 +396,12 @@ pub struct AutoApproveView {
         (status = 404, body = ErrorBody),
     ))]
 pub async fn get_auto_approve(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<AutoApproveView>, ApiError> {
-    state.store.get_profile(&name).await?;
-    let stored = state.store.auto_approve_rules(&name).await?;
-    let rules = approval::rules_of(&state.store, &name).await?;
+    store.get_profile(&name).await?;
+    let stored = store.auto_approve_rules(&name).await?;
+    let rules = approval::rules_of(&store, &name).await?;
     Ok(Json(AutoApproveView {
         profile: name,
         rules,

@@ -15,7 +15,7 @@ use super::timestamp;
 use crate::audit::{self, action, kind};
 use crate::ingest::check_name;
 use rebalancer_engine::profile::{self, ProfileError, ProfileSpec};
-use rebalancer_store::ProfileRecord;
+use rebalancer_store::{ProfileRecord, Store};
 
 /// A profile: the document as sent, what it was parsed into, and what in it has no effect.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -191,11 +191,11 @@ pub async fn list_profiles(State(state): State<AppState>) -> Result<Json<Profile
         (status = 404, body = ErrorBody),
     ))]
 pub async fn get_profile(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    let record = state.store.get_profile(&name).await?;
+    let record = store.get_profile(&name).await?;
     if wants_yaml(&headers) {
         let yaml = serde_yaml::to_string(&record.document)
             .map_err(|e| ApiError::internal(&format!("rendering profile {name} as YAML"), e))?;

@@ -16,7 +16,7 @@ use super::timestamp;
 use crate::audit::{self, action, kind};
 use crate::trigger::{self, FinishedRun, RunRequest};
 use rebalancer_engine::run::RunReport;
-use rebalancer_store::{RunRecord, RunStatus, RunTrigger};
+use rebalancer_store::{RunRecord, RunStatus, RunTrigger, Store};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -164,10 +164,10 @@ pub async fn create_run(
         (status = 404, body = ErrorBody),
     ))]
 pub async fn get_run(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<RunView>, ApiError> {
-    Ok(Json(view(state.store.get_run(id).await?)?))
+    Ok(Json(view(store.get_run(id).await?)?))
 }
 
 /// Runs, newest first.
@@ -177,13 +177,10 @@ pub async fn get_run(
         (status = 200, body = RunList),
         (status = 400, body = ErrorBody),
     ))]
-pub async fn list_runs(
-    State(state): State<AppState>,
-    page: Page,
-) -> Result<Json<RunList>, ApiError> {
+pub async fn list_runs(State(store): State<Store>, page: Page) -> Result<Json<RunList>, ApiError> {
     let before = page.id_cursor()?;
     let limit = page.limit;
-    let runs = state.store.list_runs(limit + 1, before).await?;
+    let runs = store.list_runs(limit + 1, before).await?;
     let more = runs.len() > limit as usize;
     let items = runs
         .into_iter()

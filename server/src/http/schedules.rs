@@ -13,7 +13,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath};
 use super::timestamp;
 use crate::audit::{self, action, kind};
-use rebalancer_store::{ScheduleRecord, ScheduleSpec};
+use rebalancer_store::{ScheduleRecord, ScheduleSpec, Store};
 
 /// Change-triggered runs wait this long after the latest change unless told otherwise.
 pub const DEFAULT_DEBOUNCE_SECONDS: i64 = 30;
@@ -204,10 +204,10 @@ pub async fn list_schedules(State(state): State<AppState>) -> Result<Json<Schedu
     params(("id" = i64, Path, description = "Schedule id")),
     responses((status = 200, body = ScheduleView), (status = 404, body = ErrorBody)))]
 pub async fn get_schedule(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    Ok(Json(view(state.store.get_schedule(id).await?)))
+    Ok(Json(view(store.get_schedule(id).await?)))
 }
 
 /// Replace what a schedule does (e.g. `enabled: false` to pause it). Its history is kept.

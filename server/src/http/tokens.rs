@@ -13,7 +13,7 @@ use super::extract::{ApiJson, ApiPath};
 use super::timestamp;
 use crate::audit::{self, action, kind};
 use crate::auth;
-use rebalancer_store::{NewToken, Role, TokenOrigin, TokenRecord};
+use rebalancer_store::{NewToken, Role, Store, TokenOrigin, TokenRecord};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -146,13 +146,13 @@ pub async fn list_tokens(State(state): State<AppState>) -> Result<Json<TokenList
             body = ErrorBody),
     ))]
 pub async fn delete_token(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     actor: Actor,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<StatusCode, ApiError> {
-    let deleted = state.store.delete_token(id).await?;
+    let deleted = store.delete_token(id).await?;
     audit::record(
-        &state.store,
+        &store,
         &actor,
         action::TOKEN_DELETE,
         kind::TOKEN,
