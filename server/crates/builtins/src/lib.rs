@@ -17,11 +17,3 @@ pub fn modules() -> &'static [(&'static str, &'static [u8])] {
 
 /// The directory holding every module the build script produced, as `<crate_name>.wasm`.
 pub const WASM_DIR: &str = env!("REBALANCER_POLICY_WASM_DIR");
-
-/// The bytes of a module the build produced, by crate name (`"test-misbehaving"`); `None` when
-/// no such module was built.
-pub fn module_file(crate_name: &str) -> Option<Vec<u8>> {
-    let file =
-        std::path::Path::new(WASM_DIR).join(format!("{}.wasm", crate_name.replace('-', "_")));
-    std::fs::read(file).ok()
-}
