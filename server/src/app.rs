@@ -46,6 +46,7 @@ struct Core {
     executor: Executor,
     ready: Arc<AtomicBool>,
     in_flight: InFlight,
+    managed: crate::managed::Managed,
 }
 
 /// A running server.
@@ -107,8 +108,14 @@ pub async fn spawn_with_backend(
     .context("starting the policy engine")?;
     let clusters = Clusters::default();
     let ingest = Ingest::new(store.clone(), clusters.clone());
-    let backend =
+    let managed = crate::managed::Managed::connect(&settings.kube, &ingest).await?;
+    let fallback =
         backend.unwrap_or_else(|| Arc::new(crate::backend::SimulatedBackend::new(ingest.clone())));
+    let mut backends = crate::backend::Backends::new(fallback);
+    for (name, b) in managed.backends() {
+        backends = backends.with(name, b);
+    }
+    let backend: Arc<dyn crate::backend::Backend> = Arc::new(backends);
     let core = Core {
         settings: settings.clone(),
         store: store.clone(),
@@ -119,6 +126,7 @@ pub async fn spawn_with_backend(
         executor: Executor::default(),
         ready: Arc::new(AtomicBool::new(false)),
         in_flight: InFlight::default(),
+        managed: managed.clone(),
     };
     let metrics = Arc::new(crate::metrics::Metrics::new());
     let evaluations = Arc::new(Semaphore::new(settings.max_concurrent_evaluations.max(1)));
@@ -139,6 +147,7 @@ pub async fn spawn_with_backend(
         approval: approval.clone(),
         in_flight: core.in_flight.clone(),
         schedules_changed: schedules_changed.clone(),
+        managed: managed.clone(),
     };
     let pod_migrations = executor::Deps {
         store: store.clone(),
@@ -147,8 +156,10 @@ pub async fn spawn_with_backend(
         executor: core.executor.clone(),
         metrics: metrics.clone(),
         proposal_ttl_ms: settings.proposal_ttl_ms,
+        managed: managed.clone(),
     };
     let state = AppState {
+        managed,
         settings: settings.clone(),
         ready: core.ready.clone(),
         store,
@@ -310,6 +321,7 @@ async fn supervise(
         executor.await;
     }
     core.ready.store(false, Ordering::Release);
+    core.managed.stop();
     // Let detached writes finish before the database closes.
     core.in_flight.drain().await;
     core.store.close().await;
@@ -347,8 +359,10 @@ async fn start_up(core: Core) -> anyhow::Result<()> {
     executor::load_config(&core.store, &core.executor).await?;
     register_builtins(&core).await?;
     load_user_policies(&core).await?;
-    core.ingest.load_stored().await?;
-    if core.settings.demo && core.store.list_clusters().await?.is_empty() {
+    core.ingest.load_stored(&core.managed.names()).await?;
+    // The demo cluster is for trying the server out: not next to real clusters.
+    if core.settings.demo && core.managed.is_empty() && core.store.list_clusters().await?.is_empty()
+    {
         let demo = rebalancer_sim::demo::demo_cluster_json();
         core.ingest
             .snapshot(DEMO_CLUSTER, demo, cluster::Format::Json)

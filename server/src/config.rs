@@ -118,6 +118,169 @@ pub struct ServeArgs {
     /// proposals expire.
     #[arg(long, env = "REBALANCER_PROPOSAL_TTL", default_value = DEFAULT_PROPOSAL_TTL)]
     pub proposal_ttl: String,
+
+    /// Manage a Kubernetes cluster with this server's own credentials: `NAME` (the
+    /// kubeconfig's current context) or `NAME=CONTEXT`. Repeatable. The kubeconfig is
+    /// `--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`.
+    #[arg(
+        long = "kube-cluster",
+        env = "REBALANCER_KUBE_CLUSTERS",
+        value_delimiter = ','
+    )]
+    pub kube_clusters: Vec<String>,
+
+    /// The kubeconfig file of `--kube-cluster` clusters.
+    #[arg(long, env = "REBALANCER_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Manage the cluster this server runs in, under this name, with its service account.
+    #[arg(long, env = "REBALANCER_IN_CLUSTER")]
+    pub in_cluster: Option<String>,
+
+    /// How room is reserved before an eviction in Kubernetes clusters: `auto` (Koordinator
+    /// Reservations where the API server serves them, placeholder pods otherwise),
+    /// `reservation` or `placeholder`.
+    #[arg(long, env = "REBALANCER_RESERVATION_MODE", default_value = "auto")]
+    pub reservation_mode: String,
+
+    /// Image of placeholder pods.
+    #[arg(long, env = "REBALANCER_PLACEHOLDER_IMAGE", default_value = DEFAULT_PLACEHOLDER_IMAGE)]
+    pub placeholder_image: String,
+
+    /// PriorityClass of placeholder pods (negative value, so the scheduler preempts them for
+    /// the replacement; `deploy/` creates it).
+    #[arg(long, env = "REBALANCER_PLACEHOLDER_PRIORITY_CLASS", default_value = DEFAULT_PLACEHOLDER_PRIORITY_CLASS)]
+    pub placeholder_priority_class: String,
+
+    /// Namespace of the per-cluster Leases (default: the namespace this pod runs in, else
+    /// `default`).
+    #[arg(long, env = "REBALANCER_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+
+    /// This server's identity in Leases and Events (default: host name and process id).
+    #[arg(long, env = "REBALANCER_IDENTITY")]
+    pub identity: Option<String>,
+}
+
+/// Default of `--placeholder-image`.
+pub const DEFAULT_PLACEHOLDER_IMAGE: &str = "registry.k8s.io/pause:3.10";
+/// Default of `--placeholder-priority-class`.
+pub const DEFAULT_PLACEHOLDER_PRIORITY_CLASS: &str = "rebalancer-placeholder";
+/// Where a pod finds its own namespace.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// A Kubernetes cluster the server manages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeCluster {
+    pub name: String,
+    pub source: rebalancer_kube::Source,
+}
+
+/// How the server works with Kubernetes clusters.
+#[derive(Debug, Clone)]
+pub struct KubeSettings {
+    pub clusters: Vec<KubeCluster>,
+    pub act: rebalancer_kube::ActOptions,
+    pub sync: rebalancer_kube::SyncOptions,
+    /// Lease namespace, identity and timing.
+    pub lease: rebalancer_kube::LeaseOptions,
+}
+
+impl Default for KubeSettings {
+    fn default() -> Self {
+        let identity = default_identity();
+        KubeSettings {
+            clusters: Vec::new(),
+            act: rebalancer_kube::ActOptions {
+                instance: identity.clone(),
+                ..rebalancer_kube::ActOptions::default()
+            },
+            sync: rebalancer_kube::SyncOptions::default(),
+            lease: rebalancer_kube::LeaseOptions::new("default", &identity),
+        }
+    }
+}
+
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "rebalancer".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+impl KubeSettings {
+    fn from_args(args: &ServeArgs) -> Result<KubeSettings, ConfigError> {
+        let mut settings = KubeSettings::default();
+        let bad = |flag: &'static str, message: String| ConfigError { flag, message };
+        for spec in &args.kube_clusters {
+            let (name, context) = match spec.split_once('=') {
+                Some((name, context)) if !context.is_empty() => (name, Some(context.to_owned())),
+                Some((_, _)) => {
+                    return Err(bad(
+                        "kube-cluster",
+                        format!(
+                            "{spec:?}: the context after '=' is empty (write NAME or NAME=CONTEXT)"
+                        ),
+                    ));
+                }
+                None => (spec.as_str(), None),
+            };
+            settings.clusters.push(KubeCluster {
+                name: name.to_owned(),
+                source: rebalancer_kube::Source::Kubeconfig {
+                    path: args.kubeconfig.clone(),
+                    context,
+                },
+            });
+        }
+        if let Some(name) = &args.in_cluster {
+            settings.clusters.push(KubeCluster {
+                name: name.clone(),
+                source: rebalancer_kube::Source::InCluster,
+            });
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for c in &settings.clusters {
+            let flag = if c.source == rebalancer_kube::Source::InCluster {
+                "in-cluster"
+            } else {
+                "kube-cluster"
+            };
+            crate::ingest::check_name(&c.name).map_err(|reason| {
+                bad(flag, format!("invalid cluster name {:?}: {reason}", c.name))
+            })?;
+            if !seen.insert(c.name.clone()) {
+                return Err(bad(flag, format!("cluster {:?} is named twice", c.name)));
+            }
+        }
+        settings.act.reservation_mode = args
+            .reservation_mode
+            .parse()
+            .map_err(|e| bad("reservation-mode", e))?;
+        if args.placeholder_image.trim().is_empty() {
+            return Err(bad("placeholder-image", "must not be empty".into()));
+        }
+        settings.act.placeholder_image = args.placeholder_image.clone();
+        settings.act.placeholder_priority_class = args.placeholder_priority_class.clone();
+        if let Some(identity) = &args.identity {
+            if identity.trim().is_empty() {
+                return Err(bad("identity", "must not be empty".into()));
+            }
+            settings.act.instance = identity.clone();
+            settings.lease.identity = identity.clone();
+        }
+        settings.lease.namespace = match &args.lease_namespace {
+            Some(ns) => ns.clone(),
+            None => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+                .ok()
+                .map(|n| n.trim().to_owned())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "default".to_owned()),
+        };
+        Ok(settings)
+    }
 }
 
 /// Default of `--proposal-ttl`.
@@ -183,6 +346,8 @@ pub struct Settings {
     pub admin_token: Option<Secret>,
     /// `--proposal-ttl` in milliseconds.
     pub proposal_ttl_ms: i64,
+    /// Kubernetes clusters managed with the server's own credentials.
+    pub kube: KubeSettings,
 }
 
 /// A flag value that cannot work.
@@ -207,6 +372,7 @@ impl Settings {
             log_format: LogFormat::Text,
             admin_token: None,
             proposal_ttl_ms: 60 * 60 * 1000,
+            kube: KubeSettings::default(),
         }
     }
 }
@@ -271,7 +437,9 @@ impl TryFrom<ServeArgs> for Settings {
                 ),
             });
         }
+        let kube = KubeSettings::from_args(&args)?;
         Ok(Settings {
+            kube,
             listen: args.listen,
             database: args.database,
             demo: !args.no_demo,

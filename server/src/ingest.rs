@@ -16,8 +16,10 @@ use tokio::sync::Mutex;
 use rebalancer_cluster::{self as cluster, ClusterSnapshot, Clusters, StoredObjectBuf};
 use rebalancer_store::{self as store, ClusterRecord, NewClusterState, Store};
 
-/// The only backend so far: the cluster lives in the database.
+/// The cluster lives in the database (pushed snapshots; the simulated backend acts on it).
 pub const BACKEND_SIMULATED: &str = "simulated";
+/// The cluster lives in a Kubernetes API server the server watches (`rebalancer-kube`).
+pub const BACKEND_KUBERNETES: &str = "kubernetes";
 
 /// What ingest needs. Cheap to clone.
 #[derive(Clone)]
@@ -193,9 +195,14 @@ impl Ingest {
 
     /// Rebuild the snapshot of every stored cluster (start-up). A cluster whose stored objects
     /// no longer build stays in the database, unloaded, with an error in the log.
-    pub async fn load_stored(&self) -> Result<(), IngestFailure> {
+    /// Clusters named in `live` (and every cluster last seen live) keep no stored objects:
+    /// their state comes from their API server.
+    pub async fn load_stored(&self, live: &[String]) -> Result<(), IngestFailure> {
         for record in self.store.list_clusters().await? {
             self.clusters.raise_revision(record.revision as u64);
+            if record.backend == BACKEND_KUBERNETES || live.contains(&record.name) {
+                continue;
+            }
             let started = Instant::now();
             let objects = self.store.cluster_objects(record.id).await?;
             let (revision, time_ms) = (record.revision as u64, record.snapshot_time_ms);
@@ -223,6 +230,40 @@ impl Ingest {
                 ),
             }
         }
+        Ok(())
+    }
+}
+
+/// Live revisions of Kubernetes clusters: persisted as a summary row (no objects) under the
+/// ingest lock, then made current.
+#[async_trait::async_trait]
+impl rebalancer_kube::SnapshotSink for Ingest {
+    fn next_revision(&self) -> u64 {
+        self.clusters.next_revision()
+    }
+
+    async fn install(&self, name: &str, snapshot: ClusterSnapshot) -> Result<(), String> {
+        let _one_at_a_time = self.lock.lock().await;
+        let counts = &snapshot.counts;
+        let warnings = serde_json::to_value(&snapshot.warnings).map_err(|e| e.to_string())?;
+        let objects: u64 = counts.values().sum();
+        self.store
+            .record_live_cluster_state(
+                &NewClusterState {
+                    name,
+                    backend: BACKEND_KUBERNETES,
+                    revision: snapshot.revision as i64,
+                    snapshot_time_ms: snapshot.time_ms,
+                    node_count: counts.get("Node").copied().unwrap_or(0) as i64,
+                    pod_count: counts.get("Pod").copied().unwrap_or(0) as i64,
+                    counts,
+                    warnings: &warnings,
+                },
+                objects as i64,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        self.clusters.insert(name, Arc::new(snapshot));
         Ok(())
     }
 }

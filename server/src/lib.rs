@@ -18,11 +18,15 @@
 //!   (a profile evaluated by `rebalancer_engine` over one snapshot).
 //! - [`approval`]: approving and rejecting decisions, auto-approve rules, proposal expiry.
 //! - [`executor`]: arbitration and the pod-migration state machine (background task).
-//! - [`backend`]: where pod migrations act — the [`backend::Backend`] trait and the simulated
-//!   backend (scheduler, PDB-aware evictions and controllers over the stored cluster).
+//! - [`backend`]: where pod migrations act — the simulated backend (scheduler, PDB-aware
+//!   evictions and controllers over the stored cluster) and [`backend::Backends`], which routes
+//!   each cluster to its backend (the contract is `rebalancer_backend`).
+//! - [`managed`]: Kubernetes clusters the operator connected (`rebalancer_kube`): live sync,
+//!   Leases, their backends, and whether this server may act on each.
 //! - [`metrics`]: Prometheus counters and histograms, rendered at `/metrics`.
 //!
 //! Elsewhere: `rebalancer_store` (SQLite, all SQL), `rebalancer_cluster` (cluster state),
+//! `rebalancer_backend` (the backend contract), `rebalancer_kube` (the Kubernetes backend),
 //! `rebalancer_engine` (the wasmtime host, profiles, runs), `rebalancer_builtins`,
 //! `rebalancer_sim` (the demo cluster) and `rebalancer_bench`.
 //!
@@ -39,6 +43,7 @@ pub mod executor;
 pub mod http;
 pub mod in_flight;
 pub mod ingest;
+pub mod managed;
 pub mod metrics;
 pub mod telemetry;
 pub mod trigger;

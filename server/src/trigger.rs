@@ -48,6 +48,8 @@ pub struct Deps {
     pub in_flight: InFlight,
     /// Wakes the scheduler after a schedule changed.
     pub schedules_changed: Arc<Notify>,
+    /// Scheduled runs of a managed cluster start only on the server holding its Lease.
+    pub managed: crate::managed::Managed,
 }
 
 /// A run to start.
@@ -329,6 +331,9 @@ fn due(schedule: &ScheduleRecord, changes: &ChangeTracker, now: i64) -> Option<(
     }
 }
 
+/// How soon a due schedule of a cluster whose Lease another server holds is looked at again.
+const LEASE_RECHECK_MS: i64 = 2_000;
+
 /// The background task that starts scheduled and change-triggered runs; runs until dropped.
 /// Wakes at the next due time, on any cluster change and on any schedule change
 /// ([`Deps::schedules_changed`]). Runs of all schedules are started one after another.
@@ -375,6 +380,12 @@ async fn tick(deps: &Deps, tracker: &ChangeTracker) -> Result<Option<i64>, Store
         };
         if at > now {
             next = Some(next.map_or(at, |n| n.min(at)));
+            continue;
+        }
+        if !deps.managed.may_act(&schedule.spec.cluster) {
+            // Another server holds the cluster's Lease; look again soon (it may expire).
+            let again = now + LEASE_RECHECK_MS;
+            next = Some(next.map_or(again, |n| n.min(again)));
             continue;
         }
         start(deps, schedule, trigger, tracker).await?;

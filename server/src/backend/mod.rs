@@ -1,22 +1,18 @@
 //! Backends: where pod migrations act on a cluster.
 //!
-//! Owns: the [`Backend`] trait the pod-migration executor calls (pod lookup, PDB pre-check,
-//! reservations, eviction, finding the replacement), its value types, and the implementations:
-//! [`simulated`] (the cluster lives in the database; the server plays scheduler and
-//! controllers). A `kubernetes` backend (kube-rs) implements the same trait.
+//! Owns: the implementations of [`Backend`] the server runs — [`simulated`] (the cluster lives
+//! in the database; the server plays scheduler and controllers) — and [`Backends`], which
+//! sends each call to the backend of its cluster: the Kubernetes backend (`rebalancer-kube`)
+//! for clusters the operator connected, the simulated one for every other cluster.
 //! Must not: decide *whether* to move a pod (that is the executor and arbitration) or build
-//! HTTP responses.
-//!
-//! Every method is idempotent or read-only, so the executor can repeat any step after a crash:
-//! `reserve` is keyed by the reservation name, `release` of a released or unknown reservation
-//! is a no-op, and `evict` of a pod that is already gone answers [`EvictionResult::NotFound`]
-//! and changes nothing.
+//! HTTP responses. The contract itself is the `rebalancer-backend` crate, re-exported here.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 
+pub use rebalancer_backend::*;
 use rebalancer_cluster::ResourceAmounts;
 
 pub mod simulated;
@@ -26,164 +22,88 @@ mod tests;
 
 pub use simulated::SimulatedBackend;
 
-/// A pod's controller (`ownerReferences[]` entry with `controller: true`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OwnerRef {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    pub uid: String,
+/// The backend of each cluster: `dedicated` ones by name, `fallback` for every other cluster.
+#[derive(Clone)]
+pub struct Backends {
+    dedicated: HashMap<String, Arc<dyn Backend>>,
+    fallback: Arc<dyn Backend>,
 }
 
-/// A pod as the backend sees it now.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodState {
-    pub uid: String,
-    pub namespace: String,
-    pub name: String,
-    /// `spec.nodeName`; `None` while the pod is not scheduled.
-    pub node: Option<String>,
-    /// `status.phase` (`Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`).
-    pub phase: String,
-    /// The pod's `Ready` condition is `True`.
-    pub ready: bool,
-    /// The controller owner reference, if any.
-    pub owner: Option<OwnerRef>,
-    /// Name of the reservation this pod was bound into, if any.
-    pub reservation: Option<String>,
-}
+impl Backends {
+    pub fn new(fallback: Arc<dyn Backend>) -> Backends {
+        Backends {
+            dedicated: HashMap::new(),
+            fallback,
+        }
+    }
 
-/// Whether the Eviction API would admit evicting a pod now, judged from its PDBs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "result", rename_all = "camelCase")]
-pub enum EvictionCheck {
-    /// No PDB covers the pod, or its PDB has headroom (`pdb` names it when there is one).
-    Allowed { pdb: Option<String> },
-    /// The covering PDB has no disruption left (the Eviction API would answer 429).
-    Blocked { pdb: String, reason: String },
-    /// More than one PDB selects the pod: the Eviction API refuses such pods outright.
-    MultiplePdbs { pdbs: Vec<String> },
-    /// The pod does not exist (any more).
-    PodNotFound,
-}
+    /// Route cluster `name` to `backend`.
+    pub fn with(mut self, name: &str, backend: Arc<dyn Backend>) -> Backends {
+        self.dedicated.insert(name.to_owned(), backend);
+        self
+    }
 
-/// What the replacement pod's reservation should look like.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReservationRequest {
-    /// Unique name; `reserve` is idempotent on it (a second call returns the existing state).
-    pub name: String,
-    /// The pod to be replaced: the reservation copies its requests, node selector, required node
-    /// affinity, tolerations and required pod anti-affinity, and is owned by its controller.
-    pub pod_uid: String,
-    /// Pin the reservation to this node (fails as unschedulable when it does not fit there).
-    pub target_node: Option<String>,
-    /// Nodes the reservation must not land on (normally the pod's current node).
-    pub exclude_nodes: Vec<String>,
-}
-
-/// A reservation's state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "phase", rename_all = "camelCase")]
-pub enum ReservationState {
-    /// Created, not yet placed (a backend with an asynchronous scheduler).
-    Pending,
-    /// Placed: capacity is held on `node`.
-    Scheduled { node: String },
-    /// The scheduler found no node; `reason` says why (per-node reasons summarised).
-    Unschedulable { reason: String },
-    /// A replacement pod consumed it.
-    Bound { node: String, pod_uid: String },
-    /// Released (or expired): holds nothing.
-    Released,
-}
-
-/// The outcome of an eviction (policy/v1 Eviction semantics).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "result", rename_all = "camelCase")]
-pub enum EvictionResult {
-    /// The pod was evicted; its controller (if any) creates a replacement.
-    Evicted,
-    /// Refused by a PDB (HTTP 429): retry later.
-    BlockedByPdb { pdb: String, message: String },
-    /// Refused for a reason retrying will not fix (e.g. the pod has several PDBs).
-    Refused { message: String },
-    /// The pod is already gone: nothing was done.
-    NotFound,
-}
-
-/// Why a backend call failed.
-#[derive(Debug, thiserror::Error)]
-pub enum BackendError {
-    #[error("cluster {0:?} is not known to the backend")]
-    UnknownCluster(String),
-    #[error("invalid request: {0}")]
-    Invalid(String),
-    /// A failure that may go away on retry (database busy, API server unreachable).
-    #[error("backend temporarily unavailable: {0}")]
-    Unavailable(String),
-    #[error("backend failure: {0}")]
-    Internal(String),
-}
-
-impl BackendError {
-    /// Worth retrying the same call later.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, BackendError::Unavailable(_))
+    fn of(&self, cluster: &str) -> &dyn Backend {
+        self.dedicated
+            .get(cluster)
+            .map_or(&*self.fallback, |b| &**b)
     }
 }
 
-/// What the pod-migration executor needs from a cluster. Object safe: held as `Arc<dyn Backend>`.
 #[async_trait]
-pub trait Backend: Send + Sync {
-    /// The pod now, `None` when it no longer exists.
-    async fn pod(&self, cluster: &str, uid: &str) -> Result<Option<PodState>, BackendError>;
+impl Backend for Backends {
+    async fn pod(&self, cluster: &str, uid: &str) -> Result<Option<PodState>, BackendError> {
+        self.of(cluster).pod(cluster, uid).await
+    }
 
-    /// PDB headroom for evicting this pod now, as the Eviction API would judge it.
-    async fn eviction_check(&self, cluster: &str, uid: &str)
-    -> Result<EvictionCheck, BackendError>;
+    async fn eviction_check(
+        &self,
+        cluster: &str,
+        uid: &str,
+    ) -> Result<EvictionCheck, BackendError> {
+        self.of(cluster).eviction_check(cluster, uid).await
+    }
 
-    /// Create (idempotently, keyed by `req.name`) a reservation for a replacement of pod
-    /// `req.pod_uid`. The simulated scheduler places it at once or reports why not; a
-    /// reservation that is `Unschedulable` holds nothing.
     async fn reserve(
         &self,
         cluster: &str,
         req: &ReservationRequest,
-    ) -> Result<ReservationState, BackendError>;
+    ) -> Result<ReservationState, BackendError> {
+        self.of(cluster).reserve(cluster, req).await
+    }
 
-    /// Current state of a reservation, `None` if it was never created.
     async fn reservation(
         &self,
         cluster: &str,
         name: &str,
-    ) -> Result<Option<ReservationState>, BackendError>;
+    ) -> Result<Option<ReservationState>, BackendError> {
+        self.of(cluster).reservation(cluster, name).await
+    }
 
-    /// Release (idempotent): frees held capacity; the state becomes `Released`. Releasing an
-    /// unknown or already released reservation does nothing; a `Bound` one holds nothing any
-    /// more and stays `Bound` (the pod bound into it keeps running).
-    async fn release(&self, cluster: &str, name: &str) -> Result<(), BackendError>;
+    async fn release(&self, cluster: &str, name: &str) -> Result<(), BackendError> {
+        self.of(cluster).release(cluster, name).await
+    }
 
-    /// Evict like policy/v1 Eviction.
-    async fn evict(&self, cluster: &str, uid: &str) -> Result<EvictionResult, BackendError>;
+    async fn evict(
+        &self,
+        cluster: &str,
+        request: &EvictionRequest,
+    ) -> Result<EvictionResult, BackendError> {
+        self.of(cluster).evict(cluster, request).await
+    }
 
-    /// The replacement created for an evicted pod, once it exists.
     async fn replacement_of(
         &self,
         cluster: &str,
-        evicted_uid: &str,
-    ) -> Result<Option<PodState>, BackendError>;
+        evicted: &EvictedPod,
+    ) -> Result<Option<PodState>, BackendError> {
+        self.of(cluster).replacement_of(cluster, evicted).await
+    }
 
-    /// What reservations hold now, per node name (`pods` counts the reservations); nodes
-    /// without any are absent. For display (`GET /clusters/{name}/nodes`); a backend that
-    /// cannot tell reports nothing held.
     async fn reserved(
         &self,
         cluster: &str,
     ) -> Result<BTreeMap<String, ResourceAmounts>, BackendError> {
-        let _ = cluster;
-        Ok(BTreeMap::new())
+        self.of(cluster).reserved(cluster).await
     }
 }

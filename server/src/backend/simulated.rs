@@ -36,8 +36,8 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
 use super::{
-    Backend, BackendError, EvictionCheck, EvictionResult, OwnerRef, PodState, ReservationRequest,
-    ReservationState,
+    Backend, BackendError, EvictionCheck, EvictionRequest, EvictionResult, OwnerRef, PodState,
+    RESERVATION_ALLOCATED, ReservationRequest, ReservationState, controller_of, reservation_of,
 };
 use crate::ingest::Ingest;
 use rebalancer_cluster::Clusters;
@@ -50,8 +50,6 @@ use rebalancer_store::{self as store, ClusterRecord, ObjectRow, Store, StoreErro
 /// API version and kind of reservation objects.
 pub const RESERVATION_API_VERSION: &str = "scheduling.koordinator.sh/v1alpha1";
 pub const RESERVATION_KIND: &str = "Reservation";
-/// Pod annotation naming the reservation it was bound into (Koordinator's).
-pub const RESERVATION_ALLOCATED: &str = "scheduling.koordinator.sh/reservation-allocated";
 /// Reservation label ordering reservations (oldest wins), Koordinator's.
 pub const RESERVATION_ORDER: &str = "scheduling.koordinator.sh/reservation-order";
 /// Reservation annotation: the uid of the pod it was made for.
@@ -204,19 +202,6 @@ fn replacement_identity(cluster: &str, evicted_uid: &str, attempt: u32) -> (Stri
     (uid, suffix)
 }
 
-fn controller_of(pod: &Value) -> Option<OwnerRef> {
-    pod["metadata"]["ownerReferences"]
-        .as_array()?
-        .iter()
-        .find(|r| r["controller"].as_bool() == Some(true))
-        .map(|r| OwnerRef {
-            api_version: r["apiVersion"].as_str().unwrap_or_default().to_owned(),
-            kind: r["kind"].as_str().unwrap_or_default().to_owned(),
-            name: r["name"].as_str().unwrap_or_default().to_owned(),
-            uid: r["uid"].as_str().unwrap_or_default().to_owned(),
-        })
-}
-
 fn phase_name(phase: PodPhase) -> &'static str {
     match phase {
         PodPhase::Pending => "Pending",
@@ -254,10 +239,7 @@ fn pod_state(snapshot: &ClusterSnapshot, id: u32) -> Result<PodState, BackendErr
     let cluster = snapshot.cluster();
     let pod = cluster.pod(id);
     let json = pod_json(snapshot, id)?;
-    let reservation = json["metadata"]["annotations"][RESERVATION_ALLOCATED]
-        .as_str()
-        .and_then(|s| serde_json::from_str::<Value>(s).ok())
-        .and_then(|v| v["name"].as_str().map(str::to_owned));
+    let reservation = reservation_of(&json);
     Ok(PodState {
         uid: pod.uid().to_owned(),
         namespace: pod.namespace().to_owned(),
@@ -872,7 +854,12 @@ impl Backend for SimulatedBackend {
         .await
     }
 
-    async fn evict(&self, cluster: &str, uid: &str) -> Result<EvictionResult, BackendError> {
+    async fn evict(
+        &self,
+        cluster: &str,
+        request: &EvictionRequest,
+    ) -> Result<EvictionResult, BackendError> {
+        let uid = request.uid.as_str();
         let _one_change_at_a_time = self.lock.lock().await;
         let current = self.current(cluster).await?;
         let snapshot = &current.snapshot;
@@ -1078,12 +1065,12 @@ impl Backend for SimulatedBackend {
     async fn replacement_of(
         &self,
         cluster: &str,
-        evicted_uid: &str,
+        evicted: &super::EvictedPod,
     ) -> Result<Option<PodState>, BackendError> {
         let snapshot = self.snapshot(cluster)?;
         let Some(uid) = self
             .store
-            .simulated_replacement(cluster, evicted_uid)
+            .simulated_replacement(cluster, &evicted.uid)
             .await
             .map_err(store_error)?
         else {

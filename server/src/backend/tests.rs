@@ -11,6 +11,28 @@ use rebalancer_cluster::fixtures::{list, node, pdb, pod};
 use rebalancer_cluster::{self as cluster, Format, ResourceAmounts, StoredObjectBuf};
 use rebalancer_store::{NewClusterState, ObjectRow, Store};
 
+/// An eviction of pod `uid` as the executor asks for it (names are not read by this backend).
+fn ev(uid: &str) -> EvictionRequest {
+    EvictionRequest {
+        uid: uid.to_owned(),
+        namespace: String::new(),
+        name: String::new(),
+        grace_period_seconds: None,
+        reason: "test".into(),
+        trigger: "Test".into(),
+    }
+}
+
+/// The evicted pod `uid`, as the executor looks for its replacement.
+fn gone(uid: &str) -> EvictedPod {
+    EvictedPod {
+        uid: uid.to_owned(),
+        namespace: String::new(),
+        owner_uid: None,
+        evicted_at_ms: None,
+    }
+}
+
 const C: &str = "sim";
 
 struct Env {
@@ -345,7 +367,7 @@ async fn pdb_without_headroom_blocks_and_changes_nothing() {
         }
         other => panic!("{other:?}"),
     }
-    match b.evict(C, "uid-shop-web-1").await.unwrap() {
+    match b.evict(C, &ev("uid-shop-web-1")).await.unwrap() {
         EvictionResult::BlockedByPdb { pdb, .. } => assert_eq!(pdb, "shop/web"),
         other => panic!("{other:?}"),
     }
@@ -386,7 +408,7 @@ async fn pdb_without_headroom_blocks_and_changes_nothing() {
         EvictionCheck::MultiplePdbs { pdbs } if pdbs.len() == 2
     ));
     assert!(matches!(
-        env.backend.evict(C, "uid-shop-web-1").await.unwrap(),
+        env.backend.evict(C, &ev("uid-shop-web-1")).await.unwrap(),
         EvictionResult::Refused { message } if message.contains("more than one PodDisruptionBudget")
     ));
 }
@@ -402,15 +424,18 @@ async fn evict_binds_the_replacement_into_the_reservation_once() {
         ReservationState::Scheduled { node: "c".into() }
     );
     assert_eq!((env.cpu("a"), env.cpu("c")), (3000, 1000));
-    assert_eq!(b.replacement_of(C, "uid-shop-web-1").await.unwrap(), None);
+    assert_eq!(
+        b.replacement_of(C, &gone("uid-shop-web-1")).await.unwrap(),
+        None
+    );
 
     assert_eq!(
-        b.evict(C, "uid-shop-web-1").await.unwrap(),
+        b.evict(C, &ev("uid-shop-web-1")).await.unwrap(),
         EvictionResult::Evicted
     );
     assert_eq!(b.pod(C, "uid-shop-web-1").await.unwrap(), None);
     let new = b
-        .replacement_of(C, "uid-shop-web-1")
+        .replacement_of(C, &gone("uid-shop-web-1"))
         .await
         .unwrap()
         .expect("a replacement exists");
@@ -447,7 +472,7 @@ async fn evict_binds_the_replacement_into_the_reservation_once() {
     assert_eq!(env.revision(), r1);
     // Evicting again: NotFound, nothing changes, one eviction in the log.
     assert_eq!(
-        b.evict(C, "uid-shop-web-1").await.unwrap(),
+        b.evict(C, &ev("uid-shop-web-1")).await.unwrap(),
         EvictionResult::NotFound
     );
     assert_eq!(env.revision(), r1);
@@ -466,7 +491,7 @@ async fn evict_binds_the_replacement_into_the_reservation_once() {
     env.restart().await;
     let b = env.dyn_backend();
     assert_eq!(
-        b.replacement_of(C, "uid-shop-web-1")
+        b.replacement_of(C, &gone("uid-shop-web-1"))
             .await
             .unwrap()
             .as_ref(),
@@ -477,7 +502,7 @@ async fn evict_binds_the_replacement_into_the_reservation_once() {
         Some(ReservationState::Bound { .. })
     ));
     assert_eq!(
-        b.evict(C, "uid-shop-web-1").await.unwrap(),
+        b.evict(C, &ev("uid-shop-web-1")).await.unwrap(),
         EvictionResult::NotFound
     );
     assert_eq!(env.events().await.len(), 3);
@@ -542,11 +567,11 @@ async fn release_frees_capacity_and_survives_restart() {
     // The replacement of web-1 binds into the oldest live reservation of its ReplicaSet (the
     // released pm-1 is skipped).
     assert_eq!(
-        b.evict(C, "uid-shop-web-1").await.unwrap(),
+        b.evict(C, &ev("uid-shop-web-1")).await.unwrap(),
         EvictionResult::Evicted
     );
     let new = b
-        .replacement_of(C, "uid-shop-web-1")
+        .replacement_of(C, &gone("uid-shop-web-1"))
         .await
         .unwrap()
         .unwrap();
@@ -577,20 +602,27 @@ async fn controllers_recreate_owned_pods_only() {
     let b = env.dyn_backend();
     // StatefulSet: same name, new uid, placed by score (no reservation).
     assert_eq!(
-        b.evict(C, "uid-shop-db-0").await.unwrap(),
+        b.evict(C, &ev("uid-shop-db-0")).await.unwrap(),
         EvictionResult::Evicted
     );
-    let db = b.replacement_of(C, "uid-shop-db-0").await.unwrap().unwrap();
+    let db = b
+        .replacement_of(C, &gone("uid-shop-db-0"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(db.name, "db-0");
     assert_ne!(db.uid, "uid-shop-db-0");
     assert_eq!(db.reservation, None);
     assert!(db.ready && db.node.is_some());
     // Bare pod: gone for good.
     assert_eq!(
-        b.evict(C, "uid-shop-tool").await.unwrap(),
+        b.evict(C, &ev("uid-shop-tool")).await.unwrap(),
         EvictionResult::Evicted
     );
-    assert_eq!(b.replacement_of(C, "uid-shop-tool").await.unwrap(), None);
+    assert_eq!(
+        b.replacement_of(C, &gone("uid-shop-tool")).await.unwrap(),
+        None
+    );
     assert_eq!(b.pod(C, "uid-shop-tool").await.unwrap(), None);
     // Unknown cluster.
     assert!(matches!(
@@ -615,12 +647,12 @@ async fn controllers_recreate_owned_pods_only() {
     items[2]["spec"]["nodeName"] = json!("a");
     let env = Env::new(&items).await;
     assert_eq!(
-        env.backend.evict(C, "uid-ns-big-1").await.unwrap(),
+        env.backend.evict(C, &ev("uid-ns-big-1")).await.unwrap(),
         EvictionResult::Evicted
     );
     let big = env
         .backend
-        .replacement_of(C, "uid-ns-big-1")
+        .replacement_of(C, &gone("uid-ns-big-1"))
         .await
         .unwrap()
         .unwrap();

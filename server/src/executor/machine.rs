@@ -20,7 +20,10 @@
 //! the race leaves the executor's change unapplied (and its side effect unperformed).
 
 use super::Deps;
-use crate::backend::{EvictionCheck, EvictionResult, ReservationRequest, ReservationState};
+use crate::backend::{
+    EvictedPod, EvictionCheck, EvictionRequest, EvictionResult, ReservationRequest,
+    ReservationState,
+};
 use rebalancer_store::pod_migrations::DONE_STEP;
 use rebalancer_store::{
     DecisionChange, DecisionStatus, MigrationChange, MigrationPhase, NewEvent, PodMigrationRecord,
@@ -548,7 +551,13 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                 .await?;
                 return Ok(progressed(applied));
             }
-            match backend.replacement_of(cluster, &m.pod_uid).await? {
+            let evicted = EvictedPod {
+                uid: m.pod_uid.clone(),
+                namespace: m.pod_namespace.clone(),
+                owner_uid: m.workload.clone(),
+                evicted_at_ms: m.eviction_requested_at.or(m.evicted_at),
+            };
+            match backend.replacement_of(cluster, &evicted).await? {
                 Some(p) if p.node.is_some() && p.reservation.as_deref() != Some(name.as_str()) => {
                     // Better than Koordinator: the workload recovered, just elsewhere.
                     let node = p.node.clone().unwrap_or_default();
@@ -800,7 +809,15 @@ async fn finish_eviction(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome,
     let backend = &deps.backend;
     let exists = backend.pod(&m.cluster, &m.pod_uid).await?.is_some();
     let (evicted_now, result) = if exists {
-        let result = backend.evict(&m.cluster, &m.pod_uid).await?;
+        let request = EvictionRequest {
+            uid: m.pod_uid.clone(),
+            namespace: m.pod_namespace.clone(),
+            name: m.pod_name.clone(),
+            grace_period_seconds: m.grace_period_seconds,
+            reason: m.decision_reason.clone(),
+            trigger: m.plugin.clone(),
+        };
+        let result = backend.evict(&m.cluster, &request).await?;
         if result == EvictionResult::Evicted {
             deps.executor.fault("EvictCalled");
         }

@@ -62,6 +62,8 @@ pub struct Deps {
     pub metrics: Arc<Metrics>,
     /// Proposals older than this are swept to `expired`.
     pub proposal_ttl_ms: i64,
+    /// Pod migrations of a managed cluster run only on the server holding its Lease.
+    pub managed: crate::managed::Managed,
 }
 
 /// Handle to the executor's shared state. Cheap to clone.
@@ -253,10 +255,14 @@ async fn pass(deps: &Deps) -> anyhow::Result<()> {
         }
     }
     for m in deps.store.unreleased_reservations().await? {
-        machine::release(deps, &m).await;
+        if deps.managed.may_act(&m.cluster) {
+            machine::release(deps, &m).await;
+        }
     }
     let config = deps.executor.config();
-    let all = deps.store.active_pod_migrations().await?;
+    let mut all = deps.store.active_pod_migrations().await?;
+    // Another server holds these clusters' Leases: it acts there, this one waits.
+    all.retain(|m| deps.managed.may_act(&m.cluster));
     if all.is_empty() {
         return Ok(());
     }

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use crate::app::{self, Server};
 use crate::backend::{
-    Backend, BackendError, EvictionCheck, EvictionResult, PodState, ReservationRequest,
-    ReservationState,
+    Backend, BackendError, EvictedPod, EvictionCheck, EvictionRequest, EvictionResult, PodState,
+    ReservationRequest, ReservationState,
 };
 use crate::config::{Secret, Settings};
 use rebalancer_store::{NewDecision, NewRun, RunEnd};
@@ -185,7 +185,12 @@ impl Backend for Fake {
         Ok(())
     }
 
-    async fn evict(&self, _: &str, uid: &str) -> Result<EvictionResult, BackendError> {
+    async fn evict(
+        &self,
+        _: &str,
+        request: &EvictionRequest,
+    ) -> Result<EvictionResult, BackendError> {
+        let uid = request.uid.as_str();
         let mut s = self.0.lock().unwrap();
         let Some(pod) = s.pods.remove(uid) else {
             return Ok(EvictionResult::NotFound);
@@ -232,8 +237,9 @@ impl Backend for Fake {
     async fn replacement_of(
         &self,
         _: &str,
-        evicted_uid: &str,
+        evicted: &EvictedPod,
     ) -> Result<Option<PodState>, BackendError> {
+        let evicted_uid = evicted.uid.as_str();
         let s = self.0.lock().unwrap();
         Ok(s.replacement
             .get(evicted_uid)

@@ -26,8 +26,13 @@ use rebalancer_store::ClusterRecord;
 #[serde(rename_all = "camelCase")]
 pub struct ClusterView {
     pub name: String,
-    /// `simulated`: the cluster lives in Rebalancer's database.
+    /// `simulated`: the cluster lives in Rebalancer's database (pushed snapshots);
+    /// `kubernetes`: a Kubernetes API server this server watches and acts on.
     pub backend: String,
+    /// For clusters connected with `--kube-cluster`/`--in-cluster`: the API server, the
+    /// connection's state and last sync, and who holds the cluster's Lease.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<crate::managed::KubeView>,
     /// Changes every time the state is replaced.
     pub revision: i64,
     /// When the current state was taken (the clock policies see).
@@ -127,6 +132,7 @@ fn view(state: &AppState, record: ClusterRecord) -> Result<ClusterView, ApiError
         ApiError::internal(&format!("stored warnings of cluster {}", record.name), e)
     })?;
     Ok(ClusterView {
+        kubernetes: state.managed.view(&record.name),
         loaded: state.clusters.get(&record.name).is_some(),
         name: record.name,
         backend: record.backend,
@@ -154,6 +160,8 @@ fn view(state: &AppState, record: ClusterRecord) -> Result<ClusterView, ApiError
         (status = 201, description = "Cluster created", body = SnapshotResult),
         (status = 200, description = "State replaced", body = SnapshotResult),
         (status = 400, description = "Not JSON/YAML, not a List, or a bad name", body = ErrorBody),
+        (status = 409, description = "A Kubernetes cluster this server watches (`cluster_is_live`)",
+            body = ErrorBody),
         (status = 413, description = "Over --snapshot-body-limit", body = ErrorBody),
         (status = 415, description = "Neither JSON nor YAML", body = ErrorBody),
         (status = 422, description = "An object is invalid; the message names it and the field",
@@ -166,6 +174,16 @@ pub async fn put_snapshot(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<SnapshotResult>), ApiError> {
+    if let Some(view) = state.managed.view(&name) {
+        return Err(ApiError::conflict(
+            "cluster_is_live",
+            format!(
+                "cluster \"{name}\" is a Kubernetes cluster this server watches ({}); its state \
+                 comes from the API server, so snapshots cannot be pushed to it",
+                view.api_server
+            ),
+        ));
+    }
     let format = match document_format(&headers)? {
         DocumentFormat::Json => cluster::Format::Json,
         DocumentFormat::Yaml => cluster::Format::Yaml,

@@ -54,6 +54,8 @@ pub struct AppState {
     pub approval: approval::Deps,
     /// Abort, and the arbitration knobs (`pod_migrations.executor`).
     pub pod_migrations: executor::Deps,
+    /// Kubernetes clusters connected by the operator (not through the API).
+    pub managed: crate::managed::Managed,
 }
 
 impl AppState {

@@ -5,12 +5,35 @@
 use std::collections::BTreeMap;
 
 use rebalancer_server::backend::{
-    EvictionCheck, EvictionResult, ReservationRequest, ReservationState,
+    EvictedPod, EvictionCheck, EvictionRequest, EvictionResult, ReservationRequest,
+    ReservationState,
 };
 use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::support::TestServer;
+
+/// An eviction of pod `uid` as the executor asks for it (names are not read by this backend).
+fn ev(uid: &str) -> EvictionRequest {
+    EvictionRequest {
+        uid: uid.to_owned(),
+        namespace: String::new(),
+        name: String::new(),
+        grace_period_seconds: None,
+        reason: "test".into(),
+        trigger: "Test".into(),
+    }
+}
+
+/// The evicted pod `uid`, as the executor looks for its replacement.
+fn gone(uid: &str) -> EvictedPod {
+    EvictedPod {
+        uid: uid.to_owned(),
+        namespace: String::new(),
+        owner_uid: None,
+        evicted_at_ms: None,
+    }
+}
 
 async fn cpu_percent(server: &TestServer) -> BTreeMap<String, f64> {
     let (status, nodes) = server.get("/api/v1/clusters/demo/nodes").await;
@@ -93,10 +116,10 @@ async fn migrating_demo_proposals_moves_node_utilization() {
             .unwrap();
         assert_eq!(held, 1, "{nodes:#}");
         assert_eq!(
-            backend.evict("demo", uid).await.unwrap(),
+            backend.evict("demo", &ev(uid)).await.unwrap(),
             EvictionResult::Evicted
         );
-        let Some(new) = backend.replacement_of("demo", uid).await.unwrap() else {
+        let Some(new) = backend.replacement_of("demo", &gone(uid)).await.unwrap() else {
             // A bare pod: evicted, not recreated; its reservation stays unused.
             backend.release("demo", &name).await.unwrap();
             continue;
@@ -109,7 +132,7 @@ async fn migrating_demo_proposals_moves_node_utilization() {
         assert!(pod_uids_on(&server, &target).await.contains(&new.uid));
         // Evicting again is a no-op.
         assert_eq!(
-            backend.evict("demo", uid).await.unwrap(),
+            backend.evict("demo", &ev(uid)).await.unwrap(),
             EvictionResult::NotFound
         );
         moved.push((source.to_owned(), target));

@@ -172,6 +172,48 @@ impl StoredObject<'_> {
     }
 }
 
+impl StoredObjectBuf {
+    /// One object as the Kubernetes API serves it (a list item or a watch event's object),
+    /// trimmed like a pushed one (no `metadata.managedFields`, no last-applied annotation).
+    /// `kind` and `api_version` come from the caller: list items carry neither.
+    pub fn from_api_json(
+        kind: &str,
+        api_version: &str,
+        json: &str,
+    ) -> Result<StoredObjectBuf, IngestError> {
+        let (head, trimmed) = read_head(0, json)?;
+        let meta = head.metadata.as_ref();
+        let name = meta.and_then(|m| m.name.as_deref()).unwrap_or("");
+        if name.is_empty() {
+            return Err(IngestError::InvalidObject {
+                index: 0,
+                kind: kind.into(),
+                namespace: meta
+                    .and_then(|m| m.namespace.as_deref())
+                    .unwrap_or("")
+                    .into(),
+                name: "".into(),
+                field: "metadata.name".into(),
+                message: "required field is missing".into(),
+            });
+        }
+        Ok(StoredObjectBuf {
+            kind: kind.to_owned(),
+            api_version: api_version.to_owned(),
+            namespace: meta
+                .and_then(|m| m.namespace.as_deref())
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned),
+            name: name.to_owned(),
+            uid: meta
+                .and_then(|m| m.uid.as_deref())
+                .filter(|u| !u.is_empty())
+                .map(str::to_owned),
+            json: trimmed.unwrap_or_else(|| json.to_owned()),
+        })
+    }
+}
+
 impl ObjectSet {
     /// Number of objects (after duplicates were resolved).
     pub fn len(&self) -> usize {

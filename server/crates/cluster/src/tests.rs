@@ -1151,3 +1151,36 @@ fn large_lists_read_heads_in_parallel_and_in_order() {
         1
     );
 }
+
+#[test]
+fn api_objects_are_trimmed_and_identified_without_kind() {
+    let item = r#"{"metadata":{"name":"web-1","namespace":"shop","uid":"u1","managedFields":[{"manager":"kubectl"}],"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{}","keep":"yes"}},"spec":{"nodeName":"n1"}}"#;
+    let o = StoredObjectBuf::from_api_json("Pod", "v1", item).unwrap();
+    assert_eq!(
+        (
+            o.kind.as_str(),
+            o.api_version.as_str(),
+            o.namespace.as_deref(),
+            o.name.as_str(),
+            o.uid.as_deref()
+        ),
+        ("Pod", "v1", Some("shop"), "web-1", Some("u1"))
+    );
+    assert!(
+        !o.json.contains("managedFields") && !o.json.contains("last-applied"),
+        "{}",
+        o.json
+    );
+    assert!(o.json.contains("\"keep\":\"yes\""), "{}", o.json);
+    // Cluster-scoped objects have no namespace; an untouched object is kept as sent.
+    let node = r#"{"metadata":{"name":"n1","uid":"nu"},"status":{}}"#;
+    let o = StoredObjectBuf::from_api_json("Node", "v1", node).unwrap();
+    assert_eq!((o.namespace, o.json.as_str()), (None, node));
+    let err = StoredObjectBuf::from_api_json("Pod", "v1", r#"{"metadata":{"namespace":"a"}}"#)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("metadata.name: required field is missing"),
+        "{err}"
+    );
+}

@@ -173,6 +173,57 @@ impl Store {
         Ok((record, created))
     }
 
+    /// Record the summary of a cluster whose state lives elsewhere (a Kubernetes API server):
+    /// creates or updates its row and keeps no objects (stored ones, from a time it was
+    /// pushed, are deleted). `object_count` is what the live state holds.
+    pub async fn record_live_cluster_state(
+        &self,
+        state: &NewClusterState<'_>,
+        object_count: i64,
+    ) -> Result<ClusterRecord, StoreError> {
+        let now = now_ms();
+        let counts = to_json("object counts", state.counts)?;
+        let warnings = to_json("warnings", state.warnings)?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO clusters (name, backend, revision, snapshot_time_ms, node_count, \
+             pod_count, object_count, counts, warnings, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (name) DO UPDATE SET backend = excluded.backend, \
+             revision = excluded.revision, snapshot_time_ms = excluded.snapshot_time_ms, \
+             node_count = excluded.node_count, pod_count = excluded.pod_count, \
+             object_count = excluded.object_count, counts = excluded.counts, \
+             warnings = excluded.warnings, updated_at = excluded.updated_at \
+             RETURNING id",
+        )
+        .bind(state.name)
+        .bind(state.backend)
+        .bind(state.revision)
+        .bind(state.snapshot_time_ms)
+        .bind(state.node_count)
+        .bind(state.pod_count)
+        .bind(object_count)
+        .bind(&counts)
+        .bind(&warnings)
+        .bind(now)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM cluster_objects WHERE cluster_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {CLUSTER_COLUMNS} FROM clusters WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let record = cluster_from_row(&row)?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
     pub async fn list_clusters(&self) -> Result<Vec<ClusterRecord>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {CLUSTER_COLUMNS} FROM clusters ORDER BY name"

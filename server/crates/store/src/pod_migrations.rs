@@ -98,6 +98,10 @@ pub struct PodMigrationRecord {
     /// From the decision: the plugin that proposed it and the profile (for metrics).
     pub plugin: String,
     pub profile: String,
+    /// The decision's reason (why the pod is moved): the eviction's Event message.
+    pub decision_reason: String,
+    /// The profile's `gracePeriodSeconds`, if it sets one (read when the record is).
+    pub grace_period_seconds: Option<i64>,
 }
 
 /// One event of a pod migration.
@@ -181,8 +185,10 @@ const COLUMNS: &str = "m.id, m.decision_id, m.cluster, m.pod_uid, m.pod_namespac
      m.mode, m.phase, m.step, m.status, m.reason, m.message, m.source_node, m.target_node, \
      m.reservation, m.reservation_released, m.new_pod_uid, m.new_pod_name, m.new_pod_node, \
      m.workload, m.ttl_ms, m.started_at, m.eviction_requested_at, m.evicted_at, m.finished_at, \
-     m.created_at, m.updated_at, d.plugin, d.profile";
-const FROM: &str = "pod_migrations m JOIN decisions d ON d.id = m.decision_id";
+     m.created_at, m.updated_at, d.plugin, d.profile, d.reason AS decision_reason, \
+     json_extract(p.document, '$.gracePeriodSeconds') AS grace_period_seconds";
+const FROM: &str = "pod_migrations m JOIN decisions d ON d.id = m.decision_id \
+     LEFT JOIN profiles p ON p.name = d.profile";
 
 fn migration_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<PodMigrationRecord, StoreError> {
     Ok(PodMigrationRecord {
@@ -215,6 +221,12 @@ fn migration_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<PodMigrationRecor
         updated_at: row.try_get("updated_at")?,
         plugin: row.try_get("plugin")?,
         profile: row.try_get("profile")?,
+        decision_reason: row.try_get("decision_reason")?,
+        grace_period_seconds: row
+            .try_get::<Option<i64>, _>("grace_period_seconds")
+            .ok()
+            .flatten()
+            .filter(|s| *s >= 0),
     })
 }
 

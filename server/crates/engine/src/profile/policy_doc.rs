@@ -194,10 +194,8 @@ impl Reader {
         }
         match top.get("gracePeriodSeconds") {
             None | Some(Value::Null) => {}
-            Some(v) if v.as_i64().is_some_and(|n| n >= 0) => self.warn(
-                "gracePeriodSeconds",
-                "accepted but has no effect yet: runs only propose evictions",
-            ),
+            // Applied by the Kubernetes backend to every eviction of this profile's decisions.
+            Some(v) if v.as_i64().is_some_and(|n| n >= 0) => {}
             Some(other) => self.error(
                 "gracePeriodSeconds",
                 format!("must be a whole number of seconds ≥ 0, got {}", show(other)),

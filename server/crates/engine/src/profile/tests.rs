@@ -326,13 +326,12 @@ fn accepted_fields_without_effect_are_warnings() {
         warned,
         [
             "evictionFailureEventNotification",
-            "gracePeriodSeconds",
             "metricsProviders",
             "profiles[0].plugins.balance.disabled",
             "profiles[0].pluginConfig[1]",
         ]
     );
-    assert!(parsed.warnings[4].message.contains("not enabled"));
+    assert!(parsed.warnings[3].message.contains("not enabled"));
 }
 
 #[test]
