@@ -676,10 +676,12 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                 None,
             );
             change.status = Some("Complete".into());
-            // The reservation was consumed by the replacement: nothing to release.
-            change.reservation_released = true;
             if apply(deps, m, change).await? {
                 deps.metrics.pod_migration_finished("Succeeded", "Complete");
+                // The replacement consumed it; the object itself is cleaned up (a consumed
+                // Koordinator Reservation would otherwise wait 24 h for the scheduler's GC). A
+                // crash before this is covered by the executor's sweep of unreleased ones.
+                release(deps, m).await;
             }
             Ok(Outcome::Stopped)
         }

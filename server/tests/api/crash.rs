@@ -17,15 +17,23 @@ use crate::support::{ADMIN_TOKEN, client_with_token, small_cluster};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_rebalancer");
 
-struct Process {
+pub struct Process {
     child: Child,
     lines: mpsc::Receiver<Value>,
-    base: String,
+    pub base: String,
 }
 
 /// Start the binary on `database`; wait until it is ready.
 fn start(database: &Path, fault: Option<&str>) -> Process {
+    start_env(database, fault, &[])
+}
+
+/// [`start`] with more environment variables (flags).
+pub fn start_env(database: &Path, fault: Option<&str>, env: &[(&str, String)]) -> Process {
     let mut command = Command::new(BINARY);
+    for (k, v) in env {
+        command.env(k, v);
+    }
     command
         .env("REBALANCER_LISTEN", "127.0.0.1:0")
         .env("REBALANCER_DATABASE", database)
@@ -79,7 +87,7 @@ impl Process {
     }
 
     /// Wait for the process to end by itself (the injected abort).
-    fn wait_exit(&mut self) -> std::process::ExitStatus {
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -90,7 +98,7 @@ impl Process {
         }
     }
 
-    fn terminate(mut self) {
+    pub fn terminate(mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
@@ -98,7 +106,12 @@ impl Process {
     }
 }
 
-async fn call(base: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+pub async fn call(
+    base: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> Value {
     let client = client_with_token(ADMIN_TOKEN);
     let mut request = client.request(method, format!("{base}{path}"));
     if let Some(body) = body {
@@ -112,7 +125,7 @@ async fn call(base: &str, method: reqwest::Method, path: &str, body: Option<Valu
 }
 
 /// Rows of the database, read directly (the server may be dead).
-async fn query_one(database: &Path, sql: &str, uid: &str) -> (i64, String) {
+pub async fn query_one(database: &Path, sql: &str, uid: &str) -> (i64, String) {
     let url = format!("sqlite://{}", database.display());
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
     let row: (i64, String) = sqlx::query_as(sqlx::AssertSqlSafe(sql.to_string()))

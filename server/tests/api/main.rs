@@ -1,7 +1,8 @@
 //! The server's integration tests, one binary (`cargo test -p rebalancer-server --test api`):
 //! the real server on 127.0.0.1:0 with a temporary database, driven with reqwest; `crash` starts
 //! the real `rebalancer` process and kills it at each pod-migration step; `ui` drives the web UI
-//! in headless Chromium.
+//! in headless Chromium; `kube` runs the Kubernetes backend against an in-process fake API
+//! server (and crashes the binary at every step there).
 
 mod support;
 
@@ -13,6 +14,7 @@ mod binary;
 mod clusters;
 mod crash;
 mod docs;
+mod kube;
 mod metrics;
 mod migrations;
 mod policies;

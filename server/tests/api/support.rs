@@ -19,8 +19,11 @@ pub struct TestServer {
     /// need not think about it. Use [`TestServer::call`] to call with another token or none.
     pub client: reqwest::Client,
     dir: tempfile::TempDir,
-    configure: fn(&mut Settings),
+    configure: Configure,
 }
+
+/// Adjusts the settings of a test server (kept for restarts).
+type Configure = std::sync::Arc<dyn Fn(&mut Settings) + Send + Sync>;
 
 /// A client that sends `Authorization: Bearer <token>` with every request.
 pub fn client_with_token(token: &str) -> reqwest::Client {
@@ -58,12 +61,14 @@ impl TestServer {
     }
 
     /// A ready server with settings adjusted by `configure` (the demo is on by default).
-    pub async fn start_with(configure: fn(&mut Settings)) -> TestServer {
+    pub async fn start_with(
+        configure: impl Fn(&mut Settings) + Send + Sync + 'static,
+    ) -> TestServer {
         let dir = tempfile::tempdir().expect("temporary directory");
-        TestServer::start_in(dir, configure).await
+        TestServer::start_in(dir, std::sync::Arc::new(configure)).await
     }
 
-    async fn start_in(dir: tempfile::TempDir, configure: fn(&mut Settings)) -> TestServer {
+    async fn start_in(dir: tempfile::TempDir, configure: Configure) -> TestServer {
         let mut settings = test_settings(&dir);
         configure(&mut settings);
         let mut server = app::spawn(settings).await.expect("the server starts");
