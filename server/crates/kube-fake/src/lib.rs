@@ -1,0 +1,395 @@
+//! An in-process fake Kubernetes API server, faithful enough on the wire that kube-rs's real
+//! client (`kube::Client`, `kube::Api`, `kube::runtime::watcher`, `Recorder`, `Discovery`) works
+//! against it over plain HTTP on 127.0.0.1. Rebalancer's Kubernetes backend is tested against
+//! it, and the `rebalancer-kube-fake` binary serves a bulk-loaded cluster for benchmarks.
+//!
+//! [`FakeApiServer`] is the handle: it starts the server, and lets a test read and write objects
+//! directly (each write emitting watch events), forget watch history, send bookmarks, simulate
+//! connection loss, script evictions and inspect what the client did.
+//!
+//! Served always: core v1 `nodes`, `pods` (+ `pods/eviction`, `pods/status`), `namespaces`,
+//! `persistentvolumeclaims`, `events`; `policy/v1 poddisruptionbudgets`;
+//! `scheduling.k8s.io/v1 priorityclasses`; `coordination.k8s.io/v1 leases`;
+//! `events.k8s.io/v1 events`; plus the [`OptionalGroup`]s enabled. Core and `events.k8s.io`
+//! events are two separate stores (no conversion between them).
+//!
+//! Where it knowingly differs from a real server:
+//! - deletes are immediate (no graceful termination, finalizers ignored, no namespace cleanup);
+//! - strategic merge patch is applied as a JSON merge patch (lists replaced, no `$patch`
+//!   directives); server-side apply merges the configuration like a merge patch, without field
+//!   ownership or conflicts;
+//! - paged lists are not a consistent snapshot: later pages show current objects, every page
+//!   reports the first page's resourceVersion so a watch from it replays what changed meanwhile;
+//! - `metadata.generation`, managed fields, admission and validation are not modelled;
+//! - while [`FakeApiServer::set_down`] is on, connections are accepted and closed at once.
+//!
+//! Modules: `resources` (the resource table and discovery), `http` (accept loop, routing,
+//! handlers, rendering), `store` (objects, history, watches), `object` (stored-object layout and
+//! bulk loading), `eviction`, `patch`, `selector`, `status` (error `Status` objects).
+
+mod eviction;
+mod http;
+mod object;
+mod patch;
+mod resources;
+mod selector;
+mod status;
+mod store;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use eviction::{EvictionOutcome, EvictionRecord};
+
+use crate::http::Shared;
+
+/// API groups served only when enabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OptionalGroup {
+    /// `metrics.k8s.io/v1beta1` `nodes` and `pods` (NodeMetrics, PodMetrics): get and list only,
+    /// no watch, like metrics-server.
+    Metrics,
+    /// `slo.koordinator.sh/v1alpha1` `nodemetrics`, cluster-scoped, with a status subresource.
+    NodeMetric,
+    /// `topology.node.k8s.io/v1alpha1` `noderesourcetopologies`, cluster-scoped.
+    NodeResourceTopology,
+    /// `scheduling.koordinator.sh/v1alpha1` `reservations`, cluster-scoped, with a status
+    /// subresource.
+    Reservation,
+}
+
+impl FromStr for OptionalGroup {
+    type Err = String;
+
+    /// `metrics`, `nodemetric`, `noderesourcetopology` (or `nrt`), `reservation`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "metrics" => OptionalGroup::Metrics,
+            "nodemetric" | "nodemetrics" => OptionalGroup::NodeMetric,
+            "noderesourcetopology" | "noderesourcetopologies" | "nrt" => {
+                OptionalGroup::NodeResourceTopology
+            }
+            "reservation" | "reservations" => OptionalGroup::Reservation,
+            other => {
+                return Err(format!(
+                    "unknown group {other:?} (expected metrics, nodemetric, noderesourcetopology or reservation)"
+                ));
+            }
+        })
+    }
+}
+
+/// One kind of request served, in RBAC terms: verb (`get`, `list`, `watch`, `create`, `update`,
+/// `patch`, `delete`, `deletecollection`), API group (`""` for core), resource and subresource
+/// (`""` if none).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Access {
+    pub verb: String,
+    pub group: String,
+    pub resource: String,
+    pub subresource: String,
+}
+
+struct Handle {
+    shared: Arc<Shared>,
+    /// Dropping it (with the last handle) stops the server task.
+    stop: watch::Sender<()>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A running fake API server. Clones share the server; it stops when the last clone is dropped
+/// or on [`FakeApiServer::shutdown`].
+#[derive(Clone)]
+pub struct FakeApiServer {
+    handle: Arc<Handle>,
+}
+
+impl std::fmt::Debug for FakeApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeApiServer")
+            .field("url", &self.url())
+            .finish()
+    }
+}
+
+fn type_id(api_version: &str, kind: &str) -> resources::TypeId {
+    resources::by_kind(api_version, kind).unwrap_or_else(|| {
+        panic!("kube-fake does not serve kind {kind:?} of apiVersion {api_version:?}")
+    })
+}
+
+impl FakeApiServer {
+    /// Starts a server on `127.0.0.1` on a free port, serving the core groups only.
+    ///
+    /// # Panics
+    /// If no port can be bound.
+    pub async fn start() -> FakeApiServer {
+        FakeApiServer::start_with(&[]).await
+    }
+
+    /// Starts a server on `127.0.0.1` on a free port, serving the core groups and `groups`.
+    ///
+    /// # Panics
+    /// If no port can be bound.
+    pub async fn start_with(groups: &[OptionalGroup]) -> FakeApiServer {
+        FakeApiServer::bind(SocketAddr::from(([127, 0, 0, 1], 0)), groups)
+            .await
+            .unwrap_or_else(|e| panic!("kube-fake cannot bind 127.0.0.1: {e}"))
+    }
+
+    /// Starts a server on `addr` (the binary's `--port`).
+    pub async fn bind(
+        addr: SocketAddr,
+        groups: &[OptionalGroup],
+    ) -> std::io::Result<FakeApiServer> {
+        let listener = TcpListener::bind(addr).await?;
+        let shared = Arc::new(Shared::new(listener.local_addr()?, groups));
+        let (stop, stopped) = watch::channel(());
+        let task = tokio::spawn(http::serve(listener, shared.clone(), stopped));
+        Ok(FakeApiServer {
+            handle: Arc::new(Handle {
+                shared,
+                stop,
+                task: Mutex::new(Some(task)),
+            }),
+        })
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.handle.shared
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.shared().addr)
+    }
+
+    /// A kubeconfig whose cluster, user and context are all named `context` (the current
+    /// context), pointing at [`url`](Self::url) with the bearer token `fake-token`.
+    pub fn kubeconfig(&self, context: &str) -> String {
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": context, "cluster": {"server": self.url()}}],
+            "users": [{"name": context, "user": {"token": "fake-token"}}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context, "namespace": "default"}}],
+            "current-context": context,
+        });
+        serde_yaml::to_string(&config).unwrap_or_default()
+    }
+
+    /// Serves an optional group from now on (discovery shows it).
+    pub fn enable_group(&self, group: OptionalGroup) {
+        let mut enabled = self
+            .shared()
+            .enabled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !enabled.contains(&group) {
+            enabled.push(group);
+        }
+    }
+
+    /// Creates or replaces an object (by `apiVersion`, `kind`, namespace and name; a missing
+    /// namespace of a namespaced kind is `default`), emitting ADDED or MODIFIED. The server
+    /// assigns `resourceVersion`, and `uid`, `creationTimestamp` and a `generateName` name when
+    /// missing (a replaced object keeps its uid). Returns the stored object.
+    ///
+    /// # Panics
+    /// If the kind is not one the fake knows, or the object has no name nor generateName.
+    pub fn apply(&self, object: Value) -> Value {
+        let api_version = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+        let tid = type_id(api_version, kind);
+        match self.shared().store.put(tid, object) {
+            Ok(stored) => stored.value(),
+            Err(e) => panic!("kube-fake cannot apply the object: {e}"),
+        }
+    }
+
+    /// Bulk-loads the objects of a kubectl `List` (JSON; a scenario file `{"objects": List}` is
+    /// accepted too), each stored as bytes and emitting a watch event. Items of kinds the fake
+    /// does not serve are skipped (logged). Returns how many objects were loaded.
+    ///
+    /// # Panics
+    /// If the document is not a JSON list.
+    pub fn load_list(&self, list: &[u8]) -> usize {
+        self.try_load_list(list)
+            .unwrap_or_else(|e| panic!("kube-fake cannot load the list: {e}"))
+    }
+
+    /// [`load_list`](Self::load_list), with an error instead of a panic.
+    pub fn try_load_list(&self, list: &[u8]) -> Result<usize, String> {
+        let items = object::list_items(list)?;
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 8);
+        let chunk = items.len().div_ceil(threads).max(1);
+        let prepared: Vec<Result<object::Prepared, String>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = items
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || {
+                        part.iter()
+                            .map(|i| object::prepare_item(i))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| {
+                    w.join()
+                        .unwrap_or_else(|_| vec![Err("a loader thread panicked".to_string())])
+                })
+                .collect()
+        });
+        let mut ready = Vec::with_capacity(prepared.len());
+        let mut skipped = 0usize;
+        for item in prepared {
+            match item {
+                Ok(item) => ready.push(item),
+                Err(reason) => {
+                    skipped += 1;
+                    tracing::debug!("kube-fake skips a list item: {reason}");
+                }
+            }
+        }
+        if skipped > 0 {
+            tracing::warn!("kube-fake skipped {skipped} list items it cannot serve");
+        }
+        Ok(self.shared().store.load(ready))
+    }
+
+    /// The stored object, if any (`namespace` is ignored for cluster-scoped kinds).
+    ///
+    /// # Panics
+    /// If the kind is not one the fake knows.
+    pub fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+        let tid = type_id(api_version, kind);
+        let ns = store::namespace_of(&resources::RESOURCES[tid], namespace);
+        self.shared().store.get(tid, ns, name).map(|o| o.value())
+    }
+
+    /// All stored objects of a kind, ordered by namespace and name.
+    ///
+    /// # Panics
+    /// If the kind is not one the fake knows.
+    pub fn list(&self, api_version: &str, kind: &str) -> Vec<Value> {
+        let tid = type_id(api_version, kind);
+        self.shared()
+            .store
+            .all(tid)
+            .iter()
+            .map(|o| o.value())
+            .collect()
+    }
+
+    /// Deletes an object (emitting DELETED); returns its final state.
+    ///
+    /// # Panics
+    /// If the kind is not one the fake knows.
+    pub fn delete(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Value> {
+        let tid = type_id(api_version, kind);
+        self.shared()
+            .store
+            .take(tid, namespace, name)
+            .map(|o| o.value())
+    }
+
+    /// Replaces `.status` of an object (emitting MODIFIED if it changed). Returns `false` if
+    /// there is no such object.
+    ///
+    /// # Panics
+    /// If the kind is not one the fake knows.
+    pub fn set_status(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        status: Value,
+    ) -> bool {
+        let tid = type_id(api_version, kind);
+        self.shared().store.set_status(tid, namespace, name, status)
+    }
+
+    /// Forgets watch history, like an etcd compaction: a watch resuming from an older
+    /// resourceVersion gets one ERROR event with a 410 Expired Status and ends; a list with an
+    /// older `resourceVersion` and `resourceVersionMatch=Exact`, or an older continue token,
+    /// gets HTTP 410. Open watches are not affected.
+    pub fn compact(&self) {
+        self.shared().store.compact();
+    }
+
+    /// Sends a BOOKMARK at the current resourceVersion to every open watch that asked for
+    /// bookmarks (`allowWatchBookmarks=true`).
+    pub fn bookmark(&self) {
+        self.shared().store.bookmark();
+    }
+
+    /// Connection loss: while down, open connections (watch streams included) are cut and
+    /// new connections are closed without an answer. In-process calls keep working.
+    pub fn set_down(&self, down: bool) {
+        self.shared().down.send_replace(down);
+    }
+
+    /// Makes every eviction of this pod answer `outcome` until scripted again;
+    /// [`EvictionOutcome::Default`] restores the real behaviour.
+    pub fn script_eviction(&self, namespace: &str, name: &str, outcome: EvictionOutcome) {
+        self.shared().evictions.script(namespace, name, outcome);
+    }
+
+    /// Every eviction request so far, in order.
+    pub fn evictions(&self) -> Vec<EvictionRecord> {
+        self.shared().evictions.records()
+    }
+
+    /// Every (verb, group, resource, subresource) requested so far, failures included.
+    /// Discovery and other non-resource paths are not recorded.
+    pub fn accesses(&self) -> BTreeSet<Access> {
+        self.shared()
+            .accesses
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// HTTP requests received so far (discovery included; not connections refused while down).
+    pub fn request_count(&self) -> u64 {
+        self.shared().requests.load(Ordering::Relaxed)
+    }
+
+    /// Stops the server (for every clone) and waits for it to finish.
+    pub async fn shutdown(self) {
+        self.handle.stop.send_replace(());
+        let task = self
+            .handle
+            .task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(task) = task
+            && let Err(e) = task.await
+        {
+            tracing::warn!("kube-fake server task failed: {e}");
+        }
+    }
+}

@@ -1,0 +1,1084 @@
+//! The object store: per resource type, the current objects keyed by (namespace, name), the
+//! watch history and the open watches; one global resourceVersion counter. Every write goes
+//! through here under one lock, assigns the next resourceVersion, appends to history and hands
+//! the event to each matching watch without ever blocking (a watch whose buffer is full is
+//! dropped, like the real server drops a watcher that cannot keep up).
+//!
+//! Semantics that differ from a real API server, on purpose:
+//! - Deletion is immediate: no graceful termination, finalizers are ignored, deleting a
+//!   namespace does not delete its contents.
+//! - Paged lists are not a consistent snapshot: later pages show the current objects. Every page
+//!   reports the resourceVersion of the first, so a watch started from it replays whatever
+//!   changed meanwhile; a list with `resourceVersionMatch=Exact` serves the current objects
+//!   (after checking the version is neither compacted nor in the future).
+//! - History holds at most [`HISTORY_LIMIT`] events per resource type; a watch resuming from
+//!   before the oldest kept event gets 410 Expired, as from the real watch cache.
+//! - Namespaces need not exist for objects to be created in them.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use crate::object::{self, Prepared, Stored};
+use crate::patch::{self, PatchKind};
+use crate::resources::{RESOURCES, ResourceType, TypeId};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+
+/// Watch events kept per resource type.
+pub(crate) const HISTORY_LIMIT: usize = 200_000;
+/// Events buffered per watch before the watch is closed as too slow.
+pub(crate) const WATCH_BUFFER: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct HistoryEvent {
+    kind: EventType,
+    object: Arc<Stored>,
+    /// The version before a modification.
+    prev: Option<Arc<Stored>>,
+}
+
+/// What a watch stream sends, before rendering to a line.
+#[derive(Debug)]
+pub(crate) enum WatchItem {
+    Event(EventType, Arc<Stored>),
+    /// An object that stopped matching the watch's selectors: a DELETED event with its previous
+    /// content at the resourceVersion of the change.
+    Left(Arc<Stored>, u64),
+    /// A BOOKMARK at this resourceVersion; `true` when it ends the initial events of a
+    /// `sendInitialEvents` watch.
+    Bookmark(u64, bool),
+    /// The requested resourceVersion (first) is older than the oldest kept (second).
+    Expired(u64, u64),
+}
+
+/// Which objects a list or watch sees.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Filter {
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    pub(crate) fn matches(&self, object: &Stored) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| *object.namespace == *ns)
+            && self.labels.matches(&object.labels)
+            && self.fields.matches(|f| object.field(f))
+    }
+}
+
+struct Watcher {
+    filter: Filter,
+    bookmarks: bool,
+    tx: mpsc::Sender<WatchItem>,
+}
+
+#[derive(Default)]
+struct TypeStore {
+    objects: BTreeMap<(Box<str>, Box<str>), Arc<Stored>>,
+    history: VecDeque<HistoryEvent>,
+    /// A watch may resume from any resourceVersion at or after this.
+    floor: u64,
+    watchers: Vec<Watcher>,
+}
+
+/// What a history event looks like to one watch (with the selector transitions the real
+/// server applies: an object that starts matching is ADDED, one that stops is DELETED).
+fn deliver(filter: &Filter, event: &HistoryEvent) -> Option<WatchItem> {
+    let now = filter.matches(&event.object);
+    match (event.kind, &event.prev) {
+        (EventType::Modified, Some(prev)) => match (filter.matches(prev), now) {
+            (true, true) => Some(WatchItem::Event(EventType::Modified, event.object.clone())),
+            (false, true) => Some(WatchItem::Event(EventType::Added, event.object.clone())),
+            (true, false) => Some(WatchItem::Left(prev.clone(), event.object.rv)),
+            (false, false) => None,
+        },
+        (kind, _) => now.then(|| WatchItem::Event(kind, event.object.clone())),
+    }
+}
+
+pub(crate) struct Inner {
+    rv: u64,
+    /// Lists and continue tokens older than this get 410 (the last `compact()`).
+    compacted: u64,
+    types: Vec<TypeStore>,
+}
+
+impl Inner {
+    fn next_rv(&mut self) -> u64 {
+        self.rv += 1;
+        self.rv
+    }
+
+    pub(crate) fn object(&self, tid: TypeId, namespace: &str, name: &str) -> Option<&Arc<Stored>> {
+        self.types[tid]
+            .objects
+            .get(&(Box::from(namespace), Box::from(name)))
+    }
+
+    /// The objects of a type in one namespace.
+    pub(crate) fn in_namespace(
+        &self,
+        tid: TypeId,
+        namespace: &str,
+    ) -> impl Iterator<Item = &Arc<Stored>> {
+        let start = (Box::from(namespace), Box::from(""));
+        self.types[tid]
+            .objects
+            .range(start..)
+            .take_while(move |((ns, _), _)| **ns == *namespace)
+            .map(|(_, o)| o)
+    }
+
+    /// Records a change: updates the current objects, history and every open watch.
+    pub(crate) fn commit(
+        &mut self,
+        tid: TypeId,
+        kind: EventType,
+        object: Arc<Stored>,
+        prev: Option<Arc<Stored>>,
+    ) {
+        let ts = &mut self.types[tid];
+        let key = (object.namespace.clone(), object.name.clone());
+        match kind {
+            EventType::Deleted => {
+                ts.objects.remove(&key);
+            }
+            EventType::Added | EventType::Modified => {
+                ts.objects.insert(key, object.clone());
+            }
+        }
+        let event = HistoryEvent { kind, object, prev };
+        ts.watchers.retain(|w| match deliver(&w.filter, &event) {
+            None => !w.tx.is_closed(),
+            // Full: the watch is too far behind and is closed; Closed: its client is gone.
+            Some(item) => w.tx.try_send(item).is_ok(),
+        });
+        ts.history.push_back(event);
+        while ts.history.len() > HISTORY_LIMIT {
+            if let Some(oldest) = ts.history.pop_front() {
+                ts.floor = oldest.object.rv;
+            }
+        }
+    }
+
+    /// Stores `object` (a complete object tree) at the next resourceVersion.
+    fn write(&mut self, tid: TypeId, mut object: Value, prev: Option<Arc<Stored>>) -> Arc<Stored> {
+        let rv = self.next_rv();
+        set_resource_version(&mut object, Some(rv));
+        let stored = Arc::new(Stored::from_value(&object, rv));
+        let kind = if prev.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.commit(tid, kind, stored.clone(), prev);
+        stored
+    }
+
+    /// Deletes an object at the next resourceVersion; returns its final state.
+    pub(crate) fn remove(&mut self, tid: TypeId, old: &Arc<Stored>) -> Arc<Stored> {
+        let rv = self.next_rv();
+        let gone = Arc::new(old.at_resource_version(rv));
+        self.commit(tid, EventType::Deleted, gone.clone(), None);
+        gone
+    }
+
+    /// Replaces a stored object by `object`, unless that changes nothing (then, as on a real
+    /// server, there is no new resourceVersion and no event).
+    pub(crate) fn replace(
+        &mut self,
+        tid: TypeId,
+        old: &Arc<Stored>,
+        mut object: Value,
+    ) -> Arc<Stored> {
+        set_resource_version(&mut object, Some(old.rv));
+        if object == old.value() {
+            return old.clone();
+        }
+        self.write(tid, object, Some(old.clone()))
+    }
+}
+
+fn set_resource_version(object: &mut Value, rv: Option<u64>) {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        match rv {
+            Some(rv) => {
+                meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+            }
+            None => {
+                meta.remove("resourceVersion");
+            }
+        }
+    }
+}
+
+fn meta_str<'a>(object: &'a Value, key: &str) -> &'a str {
+    object
+        .get("metadata")
+        .and_then(|m| m.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// Checks `apiVersion`/`kind` of a request body against the resource and fills them in; makes
+/// sure `metadata` is an object.
+fn check_type_meta(rt: &ResourceType, object: &mut Value) -> Result<(), ApiError> {
+    let Value::Object(map) = object else {
+        return Err(ApiError::bad_request(
+            "the request body is not a JSON object",
+        ));
+    };
+    let api_version = rt.api_version();
+    if let Some(v) = map
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty())
+        && v != api_version
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({v}) does not match the expected API version ({api_version})"
+        )));
+    }
+    if let Some(k) = map
+        .get("kind")
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty())
+        && k != rt.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({k}) does not match the expected kind ({})",
+            rt.kind
+        )));
+    }
+    map.insert("apiVersion".into(), Value::String(api_version));
+    map.insert("kind".into(), Value::String(rt.kind.to_string()));
+    match map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()))
+    {
+        Value::Object(_) => Ok(()),
+        _ => Err(ApiError::bad_request("metadata is not an object")),
+    }
+}
+
+/// `metadata` of an object that passed [`check_type_meta`] or a patch.
+fn metadata_mut(object: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
+    object
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| ApiError::bad_request("metadata is not an object"))
+}
+
+/// The namespace in a body must be empty or the request's.
+fn check_namespace(rt: &ResourceType, object: &mut Value, namespace: &str) -> Result<(), ApiError> {
+    let meta = metadata_mut(object)?;
+    if rt.namespaced {
+        let body = meta.get("namespace").and_then(Value::as_str).unwrap_or("");
+        if !body.is_empty() && body != namespace {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        meta.insert("namespace".into(), Value::String(namespace.to_string()));
+    } else {
+        meta.remove("namespace");
+    }
+    Ok(())
+}
+
+fn uid_conflict(rt: &ResourceType, name: &str, want: &str, have: &str) -> ApiError {
+    ApiError::conflict(
+        rt,
+        name,
+        &format!("Precondition failed: UID in precondition: {want}, UID in object meta: {have}"),
+    )
+}
+
+/// Makes `new` an update of `old`: keeps what the server owns (uid, creationTimestamp, type),
+/// and applies the status-subresource rule (main resource writes keep the old `.status`,
+/// `/status` writes change only `.status`).
+fn merge_update(
+    rt: &ResourceType,
+    old: &Stored,
+    mut new: Value,
+    status_only: bool,
+) -> Result<Value, ApiError> {
+    let old_value = old.value();
+    if status_only {
+        let mut merged = old_value;
+        match new.get_mut("status").map(Value::take) {
+            Some(status) => merged["status"] = status,
+            None => {
+                if let Some(map) = merged.as_object_mut() {
+                    map.remove("status");
+                }
+            }
+        }
+        return Ok(merged);
+    }
+    if rt.status {
+        match old_value.get("status") {
+            Some(status) => new["status"] = status.clone(),
+            None => {
+                if let Some(map) = new.as_object_mut() {
+                    map.remove("status");
+                }
+            }
+        }
+    }
+    let meta = metadata_mut(&mut new)?;
+    for key in ["uid", "creationTimestamp"] {
+        if let Some(v) = old_value.get("metadata").and_then(|m| m.get(key)) {
+            meta.insert(key.into(), v.clone());
+        }
+    }
+    new["apiVersion"] = Value::String(rt.api_version());
+    new["kind"] = Value::String(rt.kind.to_string());
+    Ok(new)
+}
+
+/// Options of a list request.
+#[derive(Debug, Default)]
+pub(crate) struct ListOptions {
+    pub filter: Filter,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+    pub resource_version: Option<String>,
+    pub version_match: Option<String>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ListPage {
+    pub items: Vec<Arc<Stored>>,
+    pub resource_version: u64,
+    pub continue_token: Option<String>,
+}
+
+/// Options of a watch request.
+#[derive(Debug, Default)]
+pub(crate) struct WatchOptions {
+    pub filter: Filter,
+    pub resource_version: Option<String>,
+    pub bookmarks: bool,
+    pub send_initial_events: bool,
+}
+
+/// What a new watch sends first, and the channel of what follows (none after an error).
+pub(crate) struct WatchStart {
+    pub initial: Vec<WatchItem>,
+    pub rx: Option<mpsc::Receiver<WatchItem>>,
+}
+
+/// Preconditions and options of a delete.
+#[derive(Debug, Default)]
+pub(crate) struct DeleteOptions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub dry_run: bool,
+}
+
+fn encode_continue(rv: u64, namespace: &str, name: &str) -> String {
+    format!("{rv}\u{0}{namespace}\u{0}{name}")
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn decode_continue(token: &str) -> Option<(u64, String, String)> {
+    if !token.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..token.len())
+        .step_by(2)
+        .map(|i| {
+            token
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect();
+    let text = String::from_utf8(bytes?).ok()?;
+    let mut parts = text.split('\u{0}');
+    let rv = parts.next()?.parse().ok()?;
+    let namespace = parts.next()?.to_string();
+    let name = parts.next()?.to_string();
+    parts.next().is_none().then_some((rv, namespace, name))
+}
+
+fn parse_rv(rv: &str) -> Result<u64, ApiError> {
+    rv.parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))
+}
+
+/// The store; see the module documentation.
+pub(crate) struct Store {
+    inner: Mutex<Inner>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store {
+            inner: Mutex::new(Inner {
+                rv: 0,
+                compacted: 0,
+                types: RESOURCES.iter().map(|_| TypeStore::default()).collect(),
+            }),
+        }
+    }
+}
+
+impl Store {
+    /// The lock; a panic while it was held cannot leave it half-written (every mutation is a
+    /// single insert/remove plus pushes), so a poisoned lock is used as is.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    pub(crate) fn get(&self, tid: TypeId, namespace: &str, name: &str) -> Option<Arc<Stored>> {
+        self.lock().object(tid, namespace, name).cloned()
+    }
+
+    pub(crate) fn all(&self, tid: TypeId) -> Vec<Arc<Stored>> {
+        self.lock().types[tid].objects.values().cloned().collect()
+    }
+
+    pub(crate) fn list(&self, tid: TypeId, opts: &ListOptions) -> Result<ListPage, ApiError> {
+        let inner = self.lock();
+        let (report_rv, after) = match &opts.continue_token {
+            Some(token) => {
+                let (rv, ns, name) = decode_continue(token)
+                    .ok_or_else(|| ApiError::bad_request("continue key is not valid"))?;
+                if rv < inner.compacted {
+                    return Err(ApiError::expired(
+                        "The provided continue parameter is too old to display a consistent list result. \
+                         You can start a new list without the continue parameter, or use the continue token \
+                         in this response to retrieve the remainder of the results. Continuing with the \
+                         provided token results in an inconsistent list - objects that were created, \
+                         modified, or deleted between the time the first chunk was returned and now may \
+                         show up in the list.",
+                    ));
+                }
+                (rv, Some((Box::<str>::from(ns), Box::<str>::from(name))))
+            }
+            None => {
+                let requested = match opts.resource_version.as_deref() {
+                    None | Some("") => {
+                        if opts.version_match.is_some() {
+                            return Err(ApiError::bad_request(
+                                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                            ));
+                        }
+                        None
+                    }
+                    Some(rv) => Some(parse_rv(rv)?),
+                };
+                let exact = match opts.version_match.as_deref() {
+                    None | Some("NotOlderThan") => false,
+                    Some("Exact") => true,
+                    Some(other) => {
+                        return Err(ApiError::bad_request(format!(
+                            "unsupported resourceVersionMatch {other:?}"
+                        )));
+                    }
+                };
+                match requested {
+                    None => (inner.rv, None),
+                    Some(0) if exact => {
+                        return Err(ApiError::bad_request(
+                            "resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"0\"",
+                        ));
+                    }
+                    Some(n) if n > inner.rv => {
+                        return Err(ApiError::too_large_resource_version(n, inner.rv));
+                    }
+                    Some(n) if exact => {
+                        if n < inner.compacted {
+                            return Err(ApiError::expired(format!(
+                                "too old resource version: {n} ({})",
+                                inner.compacted
+                            )));
+                        }
+                        (n, None)
+                    }
+                    Some(_) => (inner.rv, None),
+                }
+            }
+        };
+        let objects = &inner.types[tid].objects;
+        let lower = match (&after, &opts.filter.namespace) {
+            (Some(key), _) => Bound::Excluded(key.clone()),
+            (None, Some(ns)) => Bound::Included((Box::from(ns.as_str()), Box::from(""))),
+            (None, None) => Bound::Unbounded,
+        };
+        let limit = opts.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let mut items = Vec::new();
+        let mut continue_token = None;
+        for ((ns, _), object) in objects.range((lower, Bound::Unbounded)) {
+            if opts
+                .filter
+                .namespace
+                .as_deref()
+                .is_some_and(|want| **ns != *want)
+            {
+                break;
+            }
+            if !opts.filter.matches(object) {
+                continue;
+            }
+            if items.len() == limit {
+                let last: &Arc<Stored> = &items[items.len() - 1];
+                continue_token = Some(encode_continue(report_rv, &last.namespace, &last.name));
+                break;
+            }
+            items.push(object.clone());
+        }
+        Ok(ListPage {
+            items,
+            resource_version: report_rv,
+            continue_token,
+        })
+    }
+
+    pub(crate) fn watch(&self, tid: TypeId, opts: WatchOptions) -> Result<WatchStart, ApiError> {
+        let mut inner = self.lock();
+        let current = inner.rv;
+        let start_rv = match opts.resource_version.as_deref() {
+            None | Some("") | Some("0") => None,
+            Some(rv) => Some(parse_rv(rv)?),
+        };
+        let ts = &inner.types[tid];
+        let mut initial = Vec::new();
+        if opts.send_initial_events || start_rv.is_none() {
+            if let Some(n) = start_rv.filter(|n| *n > current) {
+                return Err(ApiError::too_large_resource_version(n, current));
+            }
+            initial.extend(
+                ts.objects
+                    .values()
+                    .filter(|o| opts.filter.matches(o))
+                    .map(|o| WatchItem::Event(EventType::Added, o.clone())),
+            );
+            if opts.send_initial_events && opts.bookmarks {
+                initial.push(WatchItem::Bookmark(current, true));
+            }
+        } else if let Some(n) = start_rv {
+            if n > current {
+                return Err(ApiError::too_large_resource_version(n, current));
+            }
+            let oldest = ts.floor.max(inner.compacted);
+            if n < oldest {
+                return Ok(WatchStart {
+                    initial: vec![WatchItem::Expired(n, oldest)],
+                    rx: None,
+                });
+            }
+            let first = ts.history.partition_point(|e| e.object.rv <= n);
+            initial.extend(
+                ts.history
+                    .range(first..)
+                    .filter_map(|e| deliver(&opts.filter, e)),
+            );
+        }
+        let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+        let ts = &mut inner.types[tid];
+        ts.watchers.retain(|w| !w.tx.is_closed());
+        ts.watchers.push(Watcher {
+            filter: opts.filter,
+            bookmarks: opts.bookmarks,
+            tx,
+        });
+        Ok(WatchStart {
+            initial,
+            rx: Some(rx),
+        })
+    }
+
+    pub(crate) fn create(
+        &self,
+        tid: TypeId,
+        namespace: &str,
+        mut object: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Stored>, ApiError> {
+        let rt = &RESOURCES[tid];
+        check_type_meta(rt, &mut object)?;
+        check_namespace(rt, &mut object, namespace)?;
+        if !meta_str(&object, "resourceVersion").is_empty() {
+            return Err(ApiError::internal(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        if !object::fill_create_metadata(metadata_mut(&mut object)?, rt.namespaced, namespace) {
+            return Err(ApiError::invalid(
+                rt,
+                "",
+                "metadata.name: Required value: name or generateName is required",
+            ));
+        }
+        let name = meta_str(&object, "name").to_string();
+        let mut inner = self.lock();
+        if inner
+            .object(tid, namespace_of(rt, namespace), &name)
+            .is_some()
+        {
+            return Err(ApiError::already_exists(rt, &name));
+        }
+        if dry_run {
+            return Ok(Arc::new(Stored::from_value(&object, 0)));
+        }
+        Ok(inner.write(tid, object, None))
+    }
+
+    /// PUT. Returns the stored object and whether it was created.
+    pub(crate) fn update(
+        &self,
+        tid: TypeId,
+        namespace: &str,
+        name: &str,
+        mut object: Value,
+        status_only: bool,
+        dry_run: bool,
+    ) -> Result<(Arc<Stored>, bool), ApiError> {
+        let rt = &RESOURCES[tid];
+        check_type_meta(rt, &mut object)?;
+        check_namespace(rt, &mut object, namespace)?;
+        let body_name = meta_str(&object, "name");
+        if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let mut inner = self.lock();
+        let Some(old) = inner
+            .object(tid, namespace_of(rt, namespace), name)
+            .cloned()
+        else {
+            if rt.create_on_update && !status_only {
+                drop(inner);
+                set_resource_version(&mut object, None);
+                return self
+                    .create(tid, namespace, object, dry_run)
+                    .map(|o| (o, true));
+            }
+            return Err(ApiError::not_found(rt, name));
+        };
+        let body_rv = meta_str(&object, "resourceVersion");
+        if !body_rv.is_empty() && body_rv != old.rv.to_string() {
+            return Err(ApiError::stale(rt, name));
+        }
+        let body_uid = meta_str(&object, "uid");
+        if !body_uid.is_empty() && body_uid != &*old.uid {
+            return Err(uid_conflict(rt, name, body_uid, &old.uid));
+        }
+        let merged = merge_update(rt, &old, object, status_only)?;
+        if dry_run {
+            return Ok((Arc::new(Stored::from_value(&merged, old.rv)), false));
+        }
+        Ok((inner.replace(tid, &old, merged), false))
+    }
+
+    /// PATCH. Returns the stored object and whether it was created (server-side apply of a
+    /// missing object creates it).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn patch(
+        &self,
+        tid: TypeId,
+        namespace: &str,
+        name: &str,
+        kind: PatchKind,
+        patch: &Value,
+        status_only: bool,
+        dry_run: bool,
+    ) -> Result<(Arc<Stored>, bool), ApiError> {
+        let rt = &RESOURCES[tid];
+        if kind == PatchKind::Strategic && !rt.builtin {
+            return Err(ApiError::unsupported_media_type(
+                "strategic merge patch format is not supported",
+            ));
+        }
+        let mut inner = self.lock();
+        let Some(old) = inner
+            .object(tid, namespace_of(rt, namespace), name)
+            .cloned()
+        else {
+            if kind == PatchKind::Apply && !status_only {
+                drop(inner);
+                let mut object = patch.clone();
+                check_type_meta(rt, &mut object)?;
+                let body_name = meta_str(&object, "name");
+                if body_name != name {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({body_name}) does not match the name on the URL ({name})"
+                    )));
+                }
+                return self
+                    .create(tid, namespace, object, dry_run)
+                    .map(|o| (o, true));
+            }
+            return Err(ApiError::not_found(rt, name));
+        };
+        let mut object = old.value();
+        match kind {
+            PatchKind::Json => {
+                patch::json_patch(&mut object, patch).map_err(ApiError::unprocessable)?
+            }
+            PatchKind::Merge | PatchKind::Strategic | PatchKind::Apply => {
+                if !patch.is_object() {
+                    return Err(ApiError::bad_request("the patch is not a JSON object"));
+                }
+                patch::merge(&mut object, patch);
+            }
+        }
+        if !object.is_object() {
+            return Err(ApiError::unprocessable(
+                "the patched object is not a JSON object",
+            ));
+        }
+        let rv = meta_str(&object, "resourceVersion");
+        if rv != old.rv.to_string() {
+            return Err(ApiError::stale(rt, name));
+        }
+        let uid = meta_str(&object, "uid");
+        if uid != &*old.uid {
+            return Err(uid_conflict(rt, name, uid, &old.uid));
+        }
+        if meta_str(&object, "name") != name || meta_str(&object, "namespace") != &*old.namespace {
+            return Err(ApiError::bad_request(
+                "metadata.name and metadata.namespace cannot be changed by a patch",
+            ));
+        }
+        let merged = merge_update(rt, &old, object, status_only)?;
+        if dry_run {
+            return Ok((Arc::new(Stored::from_value(&merged, old.rv)), false));
+        }
+        Ok((inner.replace(tid, &old, merged), false))
+    }
+
+    pub(crate) fn delete(
+        &self,
+        tid: TypeId,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Arc<Stored>, ApiError> {
+        let rt = &RESOURCES[tid];
+        let mut inner = self.lock();
+        let old = inner
+            .object(tid, namespace_of(rt, namespace), name)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(rt, name))?;
+        if let Some(uid) = opts.uid.as_deref().filter(|u| *u != &*old.uid) {
+            return Err(uid_conflict(rt, name, uid, &old.uid));
+        }
+        if let Some(rv) = opts
+            .resource_version
+            .as_deref()
+            .filter(|rv| *rv != old.rv.to_string())
+        {
+            return Err(ApiError::conflict(
+                rt,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    old.rv
+                ),
+            ));
+        }
+        if opts.dry_run {
+            return Ok(old);
+        }
+        Ok(inner.remove(tid, &old))
+    }
+
+    pub(crate) fn delete_collection(
+        &self,
+        tid: TypeId,
+        filter: &Filter,
+        dry_run: bool,
+    ) -> Vec<Arc<Stored>> {
+        let mut inner = self.lock();
+        let doomed: Vec<Arc<Stored>> = inner.types[tid]
+            .objects
+            .values()
+            .filter(|o| filter.matches(o))
+            .cloned()
+            .collect();
+        if dry_run {
+            return doomed;
+        }
+        doomed.iter().map(|o| inner.remove(tid, o)).collect()
+    }
+
+    /// Creates or replaces an object unconditionally (the in-process `apply`).
+    pub(crate) fn put(&self, tid: TypeId, mut object: Value) -> Result<Arc<Stored>, String> {
+        let rt = &RESOURCES[tid];
+        check_type_meta(rt, &mut object).map_err(|e| e.message)?;
+        let namespace = match meta_str(&object, "namespace") {
+            "" => "default".to_string(),
+            ns => ns.to_string(),
+        };
+        let mut inner = self.lock();
+        let name = meta_str(&object, "name").to_string();
+        let old = if name.is_empty() {
+            None
+        } else {
+            inner
+                .object(tid, namespace_of(rt, &namespace), &name)
+                .cloned()
+        };
+        let meta = metadata_mut(&mut object).map_err(|e| e.message)?;
+        if let Some(old) = &old {
+            let old_value = old.value();
+            for key in ["uid", "creationTimestamp"] {
+                if meta
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                    && let Some(v) = old_value.get("metadata").and_then(|m| m.get(key))
+                {
+                    meta.insert(key.into(), v.clone());
+                }
+            }
+        }
+        if !object::fill_create_metadata(meta, rt.namespaced, &namespace) {
+            return Err("the object has neither metadata.name nor metadata.generateName".into());
+        }
+        Ok(inner.write(tid, object, old))
+    }
+
+    /// Replaces `.status` of an object; `false` if there is no such object.
+    pub(crate) fn set_status(
+        &self,
+        tid: TypeId,
+        namespace: &str,
+        name: &str,
+        status: Value,
+    ) -> bool {
+        let rt = &RESOURCES[tid];
+        let mut inner = self.lock();
+        let Some(old) = inner
+            .object(tid, namespace_of(rt, namespace), name)
+            .cloned()
+        else {
+            return false;
+        };
+        let mut object = old.value();
+        object["status"] = status;
+        inner.replace(tid, &old, object);
+        true
+    }
+
+    /// Deletes an object unconditionally (the in-process `delete`).
+    pub(crate) fn take(&self, tid: TypeId, namespace: &str, name: &str) -> Option<Arc<Stored>> {
+        let rt = &RESOURCES[tid];
+        let mut inner = self.lock();
+        let old = inner
+            .object(tid, namespace_of(rt, namespace), name)
+            .cloned()?;
+        Some(inner.remove(tid, &old))
+    }
+
+    /// Commits bulk-loaded items in order.
+    pub(crate) fn load(&self, items: Vec<Prepared>) -> usize {
+        let mut inner = self.lock();
+        let count = items.len();
+        for item in items {
+            let tid = item.type_id;
+            let rv = inner.next_rv();
+            let stored = Arc::new(item.commit(rv));
+            let prev = inner.object(tid, &stored.namespace, &stored.name).cloned();
+            let kind = if prev.is_some() {
+                EventType::Modified
+            } else {
+                EventType::Added
+            };
+            inner.commit(tid, kind, stored, prev);
+        }
+        count
+    }
+
+    /// Forgets all watch history (see `FakeApiServer::compact`).
+    pub(crate) fn compact(&self) {
+        let mut inner = self.lock();
+        let rv = inner.rv;
+        inner.compacted = rv;
+        for ts in &mut inner.types {
+            ts.history.clear();
+            ts.floor = rv;
+        }
+    }
+
+    /// Sends a BOOKMARK at the current resourceVersion to every watch that allows them.
+    pub(crate) fn bookmark(&self) {
+        let mut inner = self.lock();
+        let rv = inner.rv;
+        for ts in &mut inner.types {
+            ts.watchers
+                .retain(|w| !w.bookmarks || w.tx.try_send(WatchItem::Bookmark(rv, false)).is_ok());
+        }
+    }
+}
+
+/// The namespace key of an object: `""` for cluster-scoped types.
+pub(crate) fn namespace_of<'a>(rt: &ResourceType, namespace: &'a str) -> &'a str {
+    if rt.namespaced { namespace } else { "" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::by_kind;
+    use serde_json::json;
+
+    fn pods() -> TypeId {
+        by_kind("v1", "Pod").unwrap()
+    }
+
+    fn pod(name: &str, labels: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "labels": labels}})
+    }
+
+    #[test]
+    fn continue_tokens_round_trip() {
+        let t = encode_continue(42, "ns", "a-b");
+        assert_eq!(decode_continue(&t), Some((42, "ns".into(), "a-b".into())));
+        assert_eq!(decode_continue("zz"), None);
+        assert_eq!(decode_continue("abc"), None);
+    }
+
+    #[test]
+    fn unchanged_updates_keep_the_resource_version() {
+        let store = Store::default();
+        let a = store.put(pods(), pod("a", json!({"x": "1"}))).unwrap();
+        let same = store
+            .patch(
+                pods(),
+                "ns",
+                "a",
+                PatchKind::Merge,
+                &json!({"metadata": {"labels": {"x": "1"}}}),
+                false,
+                false,
+            )
+            .unwrap();
+        assert_eq!(same.0.rv, a.rv);
+        let changed = store
+            .patch(
+                pods(),
+                "ns",
+                "a",
+                PatchKind::Merge,
+                &json!({"metadata": {"labels": {"x": "2"}}}),
+                false,
+                false,
+            )
+            .unwrap();
+        assert!(changed.0.rv > a.rv);
+    }
+
+    #[test]
+    fn watch_sees_selector_transitions() {
+        let store = Store::default();
+        let a = store.put(pods(), pod("a", json!({"app": "web"}))).unwrap();
+        let filter = Filter {
+            labels: LabelSelector::parse("app=web").unwrap(),
+            ..Filter::default()
+        };
+        let start = store
+            .watch(
+                pods(),
+                WatchOptions {
+                    filter,
+                    resource_version: Some(a.rv.to_string()),
+                    ..WatchOptions::default()
+                },
+            )
+            .unwrap();
+        assert!(start.initial.is_empty());
+        let mut rx = start.rx.unwrap();
+        store
+            .patch(
+                pods(),
+                "ns",
+                "a",
+                PatchKind::Merge,
+                &json!({"metadata": {"labels": {"app": "db"}}}),
+                false,
+                false,
+            )
+            .unwrap();
+        store
+            .patch(
+                pods(),
+                "ns",
+                "a",
+                PatchKind::Merge,
+                &json!({"metadata": {"labels": {"app": "web"}}}),
+                false,
+                false,
+            )
+            .unwrap();
+        store
+            .put(pods(), pod("other", json!({"app": "db"})))
+            .unwrap();
+        match rx.try_recv().unwrap() {
+            WatchItem::Left(prev, rv) => {
+                assert_eq!(prev.labels[0].1.as_ref(), "web");
+                assert_eq!(rv, a.rv + 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            matches!(rx.try_recv().unwrap(), WatchItem::Event(EventType::Added, o) if o.rv == a.rv + 2)
+        );
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn slow_watchers_are_dropped_without_blocking_writers() {
+        let store = Store::default();
+        let start = store.watch(pods(), WatchOptions::default()).unwrap();
+        let mut rx = start.rx.unwrap();
+        for i in 0..WATCH_BUFFER + 10 {
+            store.put(pods(), pod(&format!("p{i}"), json!({}))).unwrap();
+        }
+        let mut received = 0;
+        while rx.try_recv().is_ok() {
+            received += 1;
+        }
+        assert_eq!(received, WATCH_BUFFER);
+        assert!(matches!(
+            rx.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+    }
+}

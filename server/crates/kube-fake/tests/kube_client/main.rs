@@ -1,0 +1,10 @@
+//! The fake driven through kube-rs's real client: one test binary, one module per area.
+
+mod common;
+mod discovery;
+mod events;
+mod eviction;
+mod list_watch;
+mod load;
+mod outage;
+mod writes;
