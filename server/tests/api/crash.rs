@@ -93,7 +93,22 @@ impl Process {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
             }
-            assert!(Instant::now() < deadline, "the process did not abort");
+            if Instant::now() >= deadline {
+                let tail: Vec<String> = self
+                    .lines
+                    .try_iter()
+                    .map(|l| l.to_string())
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .take(30)
+                    .rev()
+                    .collect();
+                panic!(
+                    "the process did not abort; its last log lines:\n{}",
+                    tail.join("\n")
+                );
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -106,12 +121,7 @@ impl Process {
     }
 }
 
-pub async fn call(
-    base: &str,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> Value {
+pub async fn call(base: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
     let client = client_with_token(ADMIN_TOKEN);
     let mut request = client.request(method, format!("{base}{path}"));
     if let Some(body) = body {

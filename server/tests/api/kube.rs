@@ -55,7 +55,9 @@ impl Drop for Cluster {
 pub async fn cluster(groups: &[OptionalGroup]) -> Cluster {
     let fake = FakeApiServer::start_with(groups).await;
     fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}));
-    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rebalancer"}}));
+    fake.apply(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rebalancer"}}),
+    );
     for n in NODES {
         fake.apply(node(n).build());
     }
@@ -213,7 +215,10 @@ fn control_plane(fake: &FakeApiServer, reservations: bool, replacements: &mut u3
 }
 
 /// The server settings for managing `cluster` as `east`.
-pub fn managing(cluster: &Cluster, identity: &str) -> impl Fn(&mut Settings) + Send + Sync + 'static {
+pub fn managing(
+    cluster: &Cluster,
+    identity: &str,
+) -> impl Fn(&mut Settings) + Send + Sync + 'static {
     let kubeconfig = cluster.kubeconfig.clone();
     let identity = identity.to_owned();
     move |s: &mut Settings| {
@@ -242,14 +247,22 @@ pub fn managing(cluster: &Cluster, identity: &str) -> impl Fn(&mut Settings) + S
 }
 
 /// Poll `path` until `check` holds (20 s).
-pub async fn until(server: &TestServer, path: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+pub async fn until(
+    server: &TestServer,
+    path: &str,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (status, body) = server.get(path).await;
         if status == StatusCode::OK && check(&body) {
             return body;
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}: {status} {body:#}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {status} {body:#}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -291,9 +304,12 @@ async fn propose_and_approve_web_1(server: &TestServer) -> i64 {
 }
 
 async fn wait_synced(server: &TestServer) -> Value {
-    until(server, &format!("/api/v1/clusters/{EAST}"), "the first sync", |c| {
-        c["kubernetes"]["connection"]["state"] == "synced" && c["pods"] == 2
-    })
+    until(
+        server,
+        &format!("/api/v1/clusters/{EAST}"),
+        "the first sync",
+        |c| c["kubernetes"]["connection"]["state"] == "synced" && c["pods"] == 2,
+    )
     .await
 }
 
@@ -347,21 +363,39 @@ async fn a_kubernetes_cluster_is_synced_shown_and_refuses_pushes() {
     let view = wait_synced(&server).await;
     assert_eq!(view["backend"], "kubernetes");
     assert_eq!(
-        view["kubernetes"]["apiServer"].as_str().unwrap().trim_end_matches('/'),
+        view["kubernetes"]["apiServer"]
+            .as_str()
+            .unwrap()
+            .trim_end_matches('/'),
         cluster.fake.url().trim_end_matches('/')
     );
-    assert!(view["kubernetes"]["connection"]["lastSyncMs"].is_i64(), "{view:#}");
-    assert!(!view.to_string().contains("fake-token"), "credentials never leave");
+    assert!(
+        view["kubernetes"]["connection"]["lastSyncMs"].is_i64(),
+        "{view:#}"
+    );
+    assert!(
+        !view.to_string().contains("fake-token"),
+        "credentials never leave"
+    );
 
     let (status, body) = server
-        .put_json(&format!("/api/v1/clusters/{EAST}/snapshot"), &json!({"kind": "List", "items": []}))
+        .put_json(
+            &format!("/api/v1/clusters/{EAST}/snapshot"),
+            &json!({"kind": "List", "items": []}),
+        )
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body:#}");
-    assert_eq!(body["error"]["code"], "cluster_is_live", "{body:#}");
+    assert_eq!(body["code"], "cluster_is_live", "{body:#}");
 
     // A change in the cluster reaches the API (and runs).
     cluster.fake.apply(pod("shop", "solo").on("n2").build());
-    until(&server, &format!("/api/v1/clusters/{EAST}"), "the new pod", |c| c["pods"] == 3).await;
+    until(
+        &server,
+        &format!("/api/v1/clusters/{EAST}"),
+        "the new pod",
+        |c| c["pods"] == 3,
+    )
+    .await;
     let (status, nodes) = server.get(&format!("/api/v1/clusters/{EAST}/nodes")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(nodes["items"].as_array().unwrap().len(), 3);
@@ -369,7 +403,10 @@ async fn a_kubernetes_cluster_is_synced_shown_and_refuses_pushes() {
     let (_, ready) = server.get("/readyz").await;
     assert_eq!(ready["status"], "ready", "{ready:#}");
     cluster.fake.set_down(true);
-    let degraded = until(&server, "/readyz", "the loss in /readyz", |r| r["status"] == "degraded").await;
+    let degraded = until(&server, "/readyz", "the loss in /readyz", |r| {
+        r["status"] == "degraded"
+    })
+    .await;
     assert_eq!(degraded["unsynced"][0]["cluster"], EAST);
     assert!(
         degraded["unsynced"][0]["reason"]
@@ -395,7 +432,11 @@ async fn an_approved_decision_migrates_through_a_koordinator_reservation() {
     assert_eq!(m["newPod"]["name"], "web-r1", "{m:#}");
     assert_eq!(successful_evictions(&cluster.fake), ["shop/web-1"]);
     let e = cluster.fake.evictions().pop().unwrap();
-    assert_eq!(e.grace_period_seconds, Some(5), "the profile's gracePeriodSeconds");
+    assert_eq!(
+        e.grace_period_seconds,
+        Some(5),
+        "the profile's gracePeriodSeconds"
+    );
     assert_eq!(e.uid_precondition.as_deref(), Some("uid-shop-web-1"));
     assert!(
         cluster
@@ -437,9 +478,12 @@ async fn an_approved_decision_migrates_through_a_placeholder_pod() {
 async fn two_servers_one_lease_only_the_holder_acts() {
     let cluster = cluster(&[]).await;
     let mut a = TestServer::start_with(managing(&cluster, "server-a")).await;
-    until(&a, &format!("/api/v1/clusters/{EAST}"), "a holds the lease", |c| {
-        c["kubernetes"]["lease"]["held"] == true
-    })
+    until(
+        &a,
+        &format!("/api/v1/clusters/{EAST}"),
+        "a holds the lease",
+        |c| c["kubernetes"]["lease"]["held"] == true,
+    )
     .await;
     let b = TestServer::start_with(managing(&cluster, "server-b")).await;
     let view = wait_synced(&b).await;
@@ -477,8 +521,8 @@ fn granted() -> BTreeSet<(String, String, String, String)> {
     let text = std::fs::read_to_string(path).expect("deploy/rbac.yaml");
     let mut out = BTreeSet::new();
     for doc in serde_yaml::Deserializer::from_str(&text) {
-        let doc: Value = serde_yaml::with::singleton_map_recursive::deserialize(doc)
-            .unwrap_or(Value::Null);
+        let doc: Value =
+            serde_yaml::with::singleton_map_recursive::deserialize(doc).unwrap_or(Value::Null);
         if !matches!(doc["kind"].as_str(), Some("ClusterRole" | "Role")) {
             continue;
         }
@@ -572,24 +616,40 @@ async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &s
     let database = dir.path().join("crash.db");
     let env = [
         ("REBALANCER_KUBE_CLUSTERS", format!("{EAST}={EAST}")),
-        ("REBALANCER_KUBECONFIG", cluster.kubeconfig.display().to_string()),
+        (
+            "REBALANCER_KUBECONFIG",
+            cluster.kubeconfig.display().to_string(),
+        ),
         ("REBALANCER_IDENTITY", "crash-test".to_owned()),
         ("REBALANCER_LEASE_NAMESPACE", "rebalancer".to_owned()),
     ];
     let mut first = start_env(&database, Some(point), &env);
     let base = first.base.clone();
     let deadline = Instant::now() + Duration::from_secs(30);
+    let client = crate::support::client_with_token(crate::support::ADMIN_TOKEN);
     loop {
-        let view = call(&base, reqwest::Method::GET, &format!("/api/v1/clusters/{EAST}"), None)
-            .await;
+        // 404 until the first revision is installed.
+        let view: Value = client
+            .get(format!("{base}/api/v1/clusters/{EAST}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap_or(Value::Null);
         if view["pods"] == 2 && view["kubernetes"]["lease"]["held"] == true {
             break;
         }
         assert!(Instant::now() < deadline, "{point}: never synced: {view:#}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // `call` fails on a 404, so the cluster view above also proves the row exists.
-    call(&base, reqwest::Method::PUT, "/api/v1/profiles/lifetime", Some(lifetime_profile())).await;
+    call(
+        &base,
+        reqwest::Method::PUT,
+        "/api/v1/profiles/lifetime",
+        Some(lifetime_profile()),
+    )
+    .await;
     let run = call(
         &base,
         reqwest::Method::POST,
@@ -620,7 +680,10 @@ async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &s
         .send()
         .await;
     let status = first.wait_exit();
-    assert!(!status.success(), "{point}: the process should have aborted");
+    assert!(
+        !status.success(),
+        "{point}: the process should have aborted"
+    );
     let (migration, step) = query_one(
         &database,
         "SELECT id, step FROM pod_migrations WHERE pod_uid = ?",
@@ -640,7 +703,10 @@ async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &s
             None,
         )
         .await;
-        if matches!(last["phase"].as_str(), Some("Succeeded" | "Failed" | "Aborted")) {
+        if matches!(
+            last["phase"].as_str(),
+            Some("Succeeded" | "Failed" | "Aborted")
+        ) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -656,63 +722,89 @@ async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &s
     while !leftovers(&cluster).is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(leftovers(&cluster), Vec::<String>::new(), "{point}: orphans");
+    assert_eq!(
+        leftovers(&cluster),
+        Vec::<String>::new(),
+        "{point}: orphans"
+    );
     second.terminate();
 }
 
 const KOORD: &[OptionalGroup] = &[OptionalGroup::Reservation];
 
-#[tokio::test]
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_after_reserving_was_persisted() {
     crash_and_resume(KOORD, "Reserving", "Reserving").await;
 }
 
-#[tokio::test]
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_after_the_reservation_was_created() {
     crash_and_resume(KOORD, "ReservationCreated", "ReservationCreated").await;
 }
 
-#[tokio::test]
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_after_the_reservation_was_scheduled() {
     crash_and_resume(KOORD, "ReservationScheduled", "ReservationScheduled").await;
 }
 
-#[tokio::test]
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_after_evicting_was_persisted() {
     crash_and_resume(KOORD, "Evicting", "Evicting").await;
 }
 
-#[tokio::test]
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_after_the_eviction_call_before_it_was_recorded() {
     crash_and_resume(KOORD, "EvictCalled", "Evicting").await;
 }
 
-#[tokio::test]
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_after_the_eviction_was_recorded() {
     crash_and_resume(KOORD, "Evicted", "Evicted").await;
 }
 
-#[tokio::test]
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_after_the_replacement_bound() {
     crash_and_resume(KOORD, "PodBoundReservation", "PodBoundReservation").await;
 }
 
-#[tokio::test]
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_before_complete() {
     crash_and_resume(KOORD, "BoundPodReady", "BoundPodReady").await;
 }
 
-#[tokio::test]
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_with_a_placeholder_after_reserving() {
     crash_and_resume(&[], "Reserving", "Reserving").await;
 }
 
-#[tokio::test]
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_with_a_placeholder_after_the_eviction_call() {
     crash_and_resume(&[], "EvictCalled", "Evicting").await;
 }
 
-#[tokio::test]
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_with_a_placeholder_after_the_eviction_was_recorded() {
     crash_and_resume(&[], "Evicted", "Evicted").await;
 }

@@ -112,6 +112,9 @@ struct KindCache {
     synced: bool,
     /// The last error of its watcher, cleared by its next event.
     error: Option<String>,
+    /// The error is the connection's (no answer), not the API server's: the probe clears it
+    /// when the API server answers again (a recovered watch has no event to say so).
+    transport: bool,
 }
 
 #[derive(Default)]
@@ -450,12 +453,13 @@ impl LiveCluster {
         }
     }
 
-    fn kind_error(&self, i: usize, error: Option<String>) {
+    fn kind_error(&self, i: usize, error: Option<String>, transport: bool) {
         let changed = {
             let mut cache = self.lock_cache();
             match cache.kinds.get_mut(i).and_then(Option::as_mut) {
                 Some(c) if c.error != error => {
                     c.error = error;
+                    c.transport = transport;
                     true
                 }
                 _ => false,
@@ -481,11 +485,17 @@ impl LiveCluster {
             let event = match event {
                 Ok(e) => e,
                 Err(e) => {
-                    self.kind_error(i, Some(e.to_string()));
+                    let transport = match &e {
+                        watcher::Error::InitialListFailed(e)
+                        | watcher::Error::WatchStartFailed(e)
+                        | watcher::Error::WatchFailed(e) => !matches!(e, kube::Error::Api(_)),
+                        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => false,
+                    };
+                    self.kind_error(i, Some(e.to_string()), transport);
                     continue;
                 }
             };
-            self.kind_error(i, None);
+            self.kind_error(i, None, false);
             let mut cache = self.lock_cache();
             if cache.kinds.get(i).is_none_or(Option::is_none) {
                 return;
@@ -564,7 +574,7 @@ impl LiveCluster {
                         .filter_map(|o| Self::object_of(&kind, o))
                         .map(|o| (key_of(&o), o))
                         .collect();
-                    self.kind_error(i, None);
+                    self.kind_error(i, None, false);
                     let mut cache = self.lock_cache();
                     if let Some(c) = cache.kinds.get_mut(i).and_then(Option::as_mut) {
                         c.objects = objects;
@@ -574,7 +584,10 @@ impl LiveCluster {
                     drop(cache);
                     self.shared.changed.notify_one();
                 }
-                Err(e) => self.kind_error(i, Some(e.to_string())),
+                Err(e) => {
+                    let transport = !matches!(e, kube::Error::Api(_));
+                    self.kind_error(i, Some(e.to_string()), transport)
+                }
             }
             tokio::time::sleep(self.shared.options.poll_interval).await;
         }
@@ -596,7 +609,17 @@ impl LiveCluster {
             };
             let changed = {
                 let mut cache = self.lock_cache();
-                let changed = cache.probe_error != error;
+                let mut changed = cache.probe_error != error;
+                if error.is_none() {
+                    // The API server answers: connection errors of watches are over (a watch
+                    // that still fails reports again on its next attempt).
+                    for c in cache.kinds.iter_mut().flatten() {
+                        if c.transport && c.error.take().is_some() {
+                            c.transport = false;
+                            changed = true;
+                        }
+                    }
+                }
                 cache.probe_error = error;
                 changed
             };

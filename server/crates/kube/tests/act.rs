@@ -55,11 +55,17 @@ async fn an_eviction_evicts_that_uid_writes_the_event_and_the_annotations() {
     assert_eq!(record.uid_precondition.as_deref(), Some("uid-shop-web-1"));
     assert_eq!(record.grace_period_seconds, Some(7));
     assert_eq!(
-        record.annotations.get("koordinator.sh/evict-reason").map(String::as_str),
+        record
+            .annotations
+            .get("koordinator.sh/evict-reason")
+            .map(String::as_str),
         Some("pod is older than 60s")
     );
     assert_eq!(
-        record.annotations.get("koordinator.sh/evict-trigger").map(String::as_str),
+        record
+            .annotations
+            .get("koordinator.sh/evict-trigger")
+            .map(String::as_str),
         Some("PodLifeTime")
     );
     let events = world.fake.list("events.k8s.io/v1", "Event");
@@ -220,17 +226,26 @@ async fn koordinator_reservations_from_create_to_bound_and_released() {
     assert!(world.live.reservations_served());
 
     assert_eq!(
-        b.reserve(CLUSTER, &request("rebalancer-pm-1")).await.unwrap(),
+        b.reserve(CLUSTER, &request("rebalancer-pm-1"))
+            .await
+            .unwrap(),
         ReservationState::Pending
     );
     // Idempotent by name.
     assert_eq!(
-        b.reserve(CLUSTER, &request("rebalancer-pm-1")).await.unwrap(),
+        b.reserve(CLUSTER, &request("rebalancer-pm-1"))
+            .await
+            .unwrap(),
         ReservationState::Pending
     );
     let r = world
         .fake
-        .get("scheduling.koordinator.sh/v1alpha1", "Reservation", "", "rebalancer-pm-1")
+        .get(
+            "scheduling.koordinator.sh/v1alpha1",
+            "Reservation",
+            "",
+            "rebalancer-pm-1",
+        )
         .unwrap();
     assert_eq!(
         r["spec"]["owners"][0]["controller"]["uid"], "rs-web",
@@ -240,8 +255,8 @@ async fn koordinator_reservations_from_create_to_bound_and_released() {
     assert_eq!(r["spec"]["allocateOnce"], true);
     assert!(r["spec"]["template"]["spec"].get("nodeName").is_none());
     assert_eq!(
-        r["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
-            ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchFields"],
+        r["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"][0]["matchFields"],
         json!([{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}])
     );
     assert_eq!(
@@ -286,11 +301,19 @@ async fn koordinator_reservations_from_create_to_bound_and_released() {
     assert!(
         world
             .fake
-            .get("scheduling.koordinator.sh/v1alpha1", "Reservation", "", "rebalancer-pm-1")
+            .get(
+                "scheduling.koordinator.sh/v1alpha1",
+                "Reservation",
+                "",
+                "rebalancer-pm-1"
+            )
             .is_none()
     );
     b.release(CLUSTER, "rebalancer-pm-1").await.unwrap();
-    assert_eq!(b.reservation(CLUSTER, "rebalancer-pm-1").await.unwrap(), None);
+    assert_eq!(
+        b.reservation(CLUSTER, "rebalancer-pm-1").await.unwrap(),
+        None
+    );
 }
 
 #[tokio::test]
@@ -302,22 +325,33 @@ async fn placeholder_pods_hold_room_until_the_replacement_is_seen() {
     assert!(!world.live.reservations_served());
 
     assert_eq!(
-        b.reserve(CLUSTER, &request("rebalancer-pm-2")).await.unwrap(),
+        b.reserve(CLUSTER, &request("rebalancer-pm-2"))
+            .await
+            .unwrap(),
         ReservationState::Pending
     );
-    let p = world.fake.get("v1", "Pod", "shop", "rebalancer-pm-2").unwrap();
+    let p = world
+        .fake
+        .get("v1", "Pod", "shop", "rebalancer-pm-2")
+        .unwrap();
     assert_eq!(p["spec"]["priorityClassName"], "rebalancer-placeholder");
-    assert_eq!(p["spec"]["containers"][0]["image"], "registry.k8s.io/pause:3.10");
+    assert_eq!(
+        p["spec"]["containers"][0]["image"],
+        "registry.k8s.io/pause:3.10"
+    );
     assert_eq!(
         p["spec"]["containers"][0]["resources"]["requests"],
         json!({"cpu": "500m", "memory": "268435456"})
     );
     assert_eq!(
-        p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-            ["nodeSelectorTerms"][0]["matchFields"],
+        p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchFields"],
         json!([{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}])
     );
-    assert_eq!(p["metadata"]["labels"]["rebalancer.io/reservation"], "rebalancer-pm-2");
+    assert_eq!(
+        p["metadata"]["labels"]["rebalancer.io/reservation"],
+        "rebalancer-pm-2"
+    );
 
     // The scheduler binds the placeholder to n2.
     let mut bound = p.clone();
@@ -335,9 +369,8 @@ async fn placeholder_pods_hold_room_until_the_replacement_is_seen() {
     );
     let mut replacement = pod("shop", "web-1-new", "n2");
     replacement["metadata"]["uid"] = json!("uid-shop-web-1-new");
-    replacement["metadata"]["creationTimestamp"] = json!(
-        k8s_openapi::jiff::Timestamp::now().to_string()
-    );
+    replacement["metadata"]["creationTimestamp"] =
+        json!(k8s_openapi::jiff::Timestamp::now().to_string());
     world.fake.apply(replacement);
     world
         .until("the replacement in the snapshot", |w| {
@@ -359,9 +392,7 @@ async fn placeholder_pods_hold_room_until_the_replacement_is_seen() {
                 uid: "uid-shop-web-1".into(),
                 namespace: "shop".into(),
                 owner_uid: Some("rs-web".into()),
-                evicted_at_ms: Some(
-                    k8s_openapi::jiff::Timestamp::now().as_millisecond() - 1_000,
-                ),
+                evicted_at_ms: Some(k8s_openapi::jiff::Timestamp::now().as_millisecond() - 1_000),
             },
         )
         .await
@@ -369,12 +400,24 @@ async fn placeholder_pods_hold_room_until_the_replacement_is_seen() {
         .expect("the replacement");
     assert_eq!(found.name, "web-1-new");
     b.release(CLUSTER, "rebalancer-pm-2").await.unwrap();
-    assert!(world.fake.get("v1", "Pod", "shop", "rebalancer-pm-2").is_none());
+    assert!(
+        world
+            .fake
+            .get("v1", "Pod", "shop", "rebalancer-pm-2")
+            .is_none()
+    );
     b.release(CLUSTER, "rebalancer-pm-2").await.unwrap();
 
     // An unschedulable placeholder says why.
-    b.reserve(CLUSTER, &request("rebalancer-pm-3")).await.unwrap();
-    let mut stuck = world.fake.get("v1", "Pod", "shop", "rebalancer-pm-3").unwrap();
+    let web_2 = ReservationRequest {
+        pod_uid: "uid-shop-web-2".into(),
+        ..request("rebalancer-pm-3")
+    };
+    b.reserve(CLUSTER, &web_2).await.unwrap();
+    let mut stuck = world
+        .fake
+        .get("v1", "Pod", "shop", "rebalancer-pm-3")
+        .unwrap();
     stuck["status"] = json!({"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes: Insufficient cpu"}
     ]});

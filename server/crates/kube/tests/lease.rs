@@ -37,7 +37,12 @@ async fn exactly_one_server_holds_a_cluster_and_the_other_takes_over() {
     })
     .await;
     let lease = fake
-        .get("coordination.k8s.io/v1", "Lease", "rebalancer", "rebalancer-east")
+        .get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            "rebalancer",
+            "rebalancer-east",
+        )
         .expect("the Lease exists");
     assert_eq!(lease["spec"]["holderIdentity"], holder_id.as_str());
 
@@ -46,9 +51,17 @@ async fn exactly_one_server_holds_a_cluster_and_the_other_takes_over() {
     assert!(!holder.is_leader());
     eventually("take-over", || other.is_leader()).await;
     let lease = fake
-        .get("coordination.k8s.io/v1", "Lease", "rebalancer", "rebalancer-east")
+        .get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            "rebalancer",
+            "rebalancer-east",
+        )
         .unwrap();
-    assert_eq!(lease["spec"]["holderIdentity"], other.status().identity.as_str());
+    assert_eq!(
+        lease["spec"]["holderIdentity"],
+        other.status().identity.as_str()
+    );
     assert_eq!(lease["spec"]["leaseTransitions"], 1);
 }
 

@@ -34,7 +34,9 @@ async fn initial_sync_then_every_change_reaches_a_new_revision() {
     // Added, modified, deleted.
     world.fake.apply(pod("shop", "web-3", "n2"));
     world
-        .until("web-3 added", |w| w.pod_names().contains(&"shop/web-3".into()))
+        .until("web-3 added", |w| {
+            w.pod_names().contains(&"shop/web-3".into())
+        })
         .await;
     let mut moved = pod("shop", "web-2", "n2");
     moved["metadata"]["labels"]["tier"] = json!("gold");
@@ -54,7 +56,8 @@ async fn initial_sync_then_every_change_reaches_a_new_revision() {
     world.fake.delete("v1", "Pod", "shop", "web-1");
     world
         .until("web-1 deleted", |w| {
-            w.pod_names() == ["shop/web-2", "shop/web-3"] && w.live.pod_json("uid-shop-web-1").is_none()
+            w.pod_names() == ["shop/web-2", "shop/web-3"]
+                && w.live.pod_json("uid-shop-web-1").is_none()
         })
         .await;
     let last = world.snapshot().unwrap();
@@ -75,7 +78,9 @@ async fn a_burst_of_changes_makes_one_revision() {
         },
     )
     .await;
-    world.until("first revision", |w| w.snapshot().is_some()).await;
+    world
+        .until("first revision", |w| w.snapshot().is_some())
+        .await;
     let before = world.sink.installed.load(Ordering::SeqCst);
     for i in 0..200 {
         world.fake.apply(pod("shop", &format!("burst-{i}"), "n2"));
@@ -94,7 +99,9 @@ async fn a_watch_expired_by_compaction_relists_and_converges() {
     let fake = FakeApiServer::start().await;
     small(&fake);
     let world = World::start(fake, fast()).await;
-    world.until("first revision", |w| w.pod_names().len() == 2).await;
+    world
+        .until("first revision", |w| w.pod_names().len() == 2)
+        .await;
     // Forget history, then change things while watches must resume from an old version.
     world.fake.compact();
     world.fake.delete("v1", "Pod", "shop", "web-2");
@@ -147,7 +154,13 @@ async fn optional_kinds_follow_discovery() {
     kinds.sort();
     assert_eq!(
         kinds,
-        ["NodeMetric", "NodeMetrics", "NodeResourceTopology", "PodMetrics", "Reservation"]
+        [
+            "NodeMetric",
+            "NodeMetrics",
+            "NodeResourceTopology",
+            "PodMetrics",
+            "Reservation"
+        ]
     );
     assert!(world.live.reservations_served());
 }
@@ -189,11 +202,15 @@ async fn an_unreachable_api_server_is_reported_while_connecting() {
         .until("the failure is visible", |w| {
             let s = w.live.status();
             s.state == ConnectionState::Disconnected
-                && s.message.as_deref().is_some_and(|m| m.contains("discovery failed"))
+                && s.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("discovery failed"))
         })
         .await;
     assert!(world.snapshot().is_none());
     small(&world.fake);
     world.fake.set_down(false);
-    world.until("synced after all", |w| w.pod_names().len() == 2).await;
+    world
+        .until("synced after all", |w| w.pod_names().len() == 2)
+        .await;
 }

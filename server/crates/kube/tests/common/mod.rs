@@ -69,7 +69,12 @@ impl World {
             clusters: Clusters::default(),
             installed: AtomicU64::new(0),
         });
-        let live = LiveCluster::start(CLUSTER, connection(&fake, &dir).await, options, sink.clone());
+        let live = LiveCluster::start(
+            CLUSTER,
+            connection(&fake, &dir).await,
+            options,
+            sink.clone(),
+        );
         World {
             fake,
             live,
