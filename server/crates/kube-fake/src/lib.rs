@@ -17,16 +17,27 @@
 //! - deletes are immediate (no graceful termination, finalizers ignored, no namespace cleanup);
 //! - strategic merge patch is applied as a JSON merge patch (lists replaced, no `$patch`
 //!   directives); server-side apply merges the configuration like a merge patch, with a
-//!   simplified field ownership (leaf fields, last writer owns) that yields 409 conflicts
-//!   between managers but no `metadata.managedFields`;
+//!   simplified per-leaf field ownership that yields 409 conflicts between managers but no
+//!   `metadata.managedFields`;
 //! - paged lists are not a consistent snapshot: later pages show current objects, every page
 //!   reports the first page's resourceVersion so a watch from it replays what changed meanwhile;
-//! - `metadata.generation`, managed fields, admission and validation are not modelled;
+//! - watch history keeps 200,000 events per resource type; bookmarks are sent only on
+//!   [`FakeApiServer::bookmark`], not periodically;
+//! - `metadata.generation`, admission and validation are not modelled; namespaces need not
+//!   exist;
 //! - while [`FakeApiServer::set_down`] is on, connections are accepted and closed at once.
+//!
+//! Two things of kube-rs 5 that tests meet here as against a real server: its default retry
+//! layer (`Config::default_retry`) retries 429, 503 and 504 up to 15 times with exponential
+//! backoff, so an eviction refused by a PDB takes a long time to fail unless it is turned off;
+//! and `Api::evict` sends its options as `delete_options`, which the server drops with a
+//! `Warning` (a UID precondition must go in a hand-built `policy/v1` Eviction sent with
+//! `Api::create_subresource("eviction", ..)`).
 //!
 //! Modules: `resources` (the resource table and discovery), `http` (accept loop, routing,
 //! handlers, rendering), `store` (objects, history, watches), `object` (stored-object layout and
-//! bulk loading), `eviction`, `patch`, `selector`, `status` (error `Status` objects).
+//! bulk loading), `ownership` (server-side apply field managers), `eviction`, `patch`,
+//! `selector`, `status` (error `Status` objects).
 
 mod eviction;
 mod http;
