@@ -821,12 +821,14 @@ impl Store {
                 "the patched object is not a JSON object",
             ));
         }
+        // A patch that sets resourceVersion or uid makes it a precondition; one that removes
+        // them makes the write unconditional.
         let rv = meta_str(&object, "resourceVersion");
-        if rv != old.rv.to_string() {
+        if !rv.is_empty() && rv != old.rv.to_string() {
             return Err(ApiError::stale(rt, name));
         }
         let uid = meta_str(&object, "uid");
-        if uid != &*old.uid {
+        if !uid.is_empty() && uid != &*old.uid {
             return Err(uid_conflict(rt, name, uid, &old.uid));
         }
         if meta_str(&object, "name") != name || meta_str(&object, "namespace") != &*old.namespace {
@@ -1075,6 +1077,33 @@ mod tests {
             )
             .unwrap();
         assert!(changed.0.rv > a.rv);
+        let stale =
+            json!({"metadata": {"resourceVersion": a.rv.to_string(), "labels": {"x": "3"}}});
+        let conflict = store.patch(
+            pods(),
+            "ns",
+            "a",
+            PatchKind::Merge,
+            &stale,
+            false,
+            &Writer::default(),
+        );
+        assert_eq!(conflict.map(|_| ()).unwrap_err().code, 409);
+        let unconditional =
+            json!({"metadata": {"resourceVersion": null, "uid": null, "labels": {"x": "3"}}});
+        let (patched, _) = store
+            .patch(
+                pods(),
+                "ns",
+                "a",
+                PatchKind::Merge,
+                &unconditional,
+                false,
+                &Writer::default(),
+            )
+            .unwrap();
+        assert_eq!(patched.uid, a.uid);
+        assert_eq!(patched.labels[0].1.as_ref(), "3");
     }
 
     #[test]
