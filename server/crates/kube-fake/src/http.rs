@@ -32,7 +32,7 @@ use crate::patch::PatchKind;
 use crate::resources::{self, RESOURCES, ResourceType, TypeId};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{self, ApiError};
-use crate::store::{DeleteOptions, Filter, ListOptions, Store, WatchItem, WatchOptions};
+use crate::store::{DeleteOptions, Filter, ListOptions, Store, WatchItem, WatchOptions, Writer};
 use crate::{Access, OptionalGroup};
 
 /// Largest request body accepted.
@@ -331,6 +331,12 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
                 target,
                 query,
                 meta_only,
+                user_agent: parts
+                    .headers
+                    .get(header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string(),
             };
             request.serve(body, &enabled).await
         }
@@ -357,6 +363,7 @@ struct ResourceRequest<'a> {
     target: Target,
     query: Query,
     meta_only: bool,
+    user_agent: String,
 }
 
 /// What a resource handler answers.
@@ -509,9 +516,12 @@ impl ResourceRequest<'_> {
             }
             Some(_) => return Err(ApiError::no_route()),
         };
+        if matches!(verb, "update" | "patch") && t.name.is_none() {
+            return Err(ApiError::method_not_allowed());
+        }
         let store = &self.shared.store;
         let name = t.name.as_deref().unwrap_or("");
-        let dry_run = self.query.dry_run()?;
+        let writer = self.writer()?;
         match verb {
             "get" => store
                 .get(tid, crate::store::namespace_of(rt, namespace), name)
@@ -522,13 +532,13 @@ impl ResourceRequest<'_> {
             "create" => {
                 let object = self.body_object(body)?;
                 store
-                    .create(tid, namespace, object, dry_run)
+                    .create(tid, namespace, object, &writer)
                     .map(|o| Answer::Object(201, o))
             }
             "update" => {
                 let object = self.body_object(body)?;
                 store
-                    .update(tid, namespace, name, object, status_only, dry_run)
+                    .update(tid, namespace, name, object, status_only, &writer)
                     .map(|(o, created)| Answer::Object(if created { 201 } else { 200 }, o))
             }
             "patch" => {
@@ -542,7 +552,7 @@ impl ResourceRequest<'_> {
                 })?;
                 let patch = self.patch_body(kind, body)?;
                 store
-                    .patch(tid, namespace, name, kind, &patch, status_only, dry_run)
+                    .patch(tid, namespace, name, kind, &patch, status_only, &writer)
                     .map(|(o, created)| Answer::Object(if created { 201 } else { 200 }, o))
             }
             "delete" => {
@@ -572,6 +582,22 @@ impl ResourceRequest<'_> {
             }
             _ => Err(ApiError::method_not_allowed()),
         }
+    }
+
+    /// The field manager is `fieldManager`, else the product in the User-Agent (as the real
+    /// server derives it), else `unknown`.
+    fn writer(&self) -> Result<Writer, ApiError> {
+        let from_agent = self.user_agent.split('/').next().unwrap_or("").trim();
+        let manager = match self.query.get("fieldManager") {
+            Some(m) if !m.is_empty() => m,
+            _ if !from_agent.is_empty() => from_agent,
+            _ => "unknown",
+        };
+        Ok(Writer {
+            manager: manager.to_string(),
+            force: self.query.flag("force")?,
+            dry_run: self.query.dry_run()?,
+        })
     }
 
     fn patch_body(&self, kind: PatchKind, body: &[u8]) -> Result<Value, ApiError> {

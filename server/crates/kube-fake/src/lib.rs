@@ -16,20 +16,33 @@
 //! Where it knowingly differs from a real server:
 //! - deletes are immediate (no graceful termination, finalizers ignored, no namespace cleanup);
 //! - strategic merge patch is applied as a JSON merge patch (lists replaced, no `$patch`
-//!   directives); server-side apply merges the configuration like a merge patch, without field
-//!   ownership or conflicts;
+//!   directives); server-side apply merges the configuration like a merge patch, with a
+//!   simplified per-leaf field ownership that yields 409 conflicts between managers but no
+//!   `metadata.managedFields`;
 //! - paged lists are not a consistent snapshot: later pages show current objects, every page
 //!   reports the first page's resourceVersion so a watch from it replays what changed meanwhile;
-//! - `metadata.generation`, managed fields, admission and validation are not modelled;
+//! - watch history keeps 200,000 events per resource type; bookmarks are sent only on
+//!   [`FakeApiServer::bookmark`], not periodically;
+//! - `metadata.generation`, admission and validation are not modelled; namespaces need not
+//!   exist;
 //! - while [`FakeApiServer::set_down`] is on, connections are accepted and closed at once.
+//!
+//! Two things of kube-rs 5 that tests meet here as against a real server: its default retry
+//! layer (`Config::default_retry`) retries 429, 503 and 504 up to 15 times with exponential
+//! backoff, so an eviction refused by a PDB takes a long time to fail unless it is turned off;
+//! and `Api::evict` sends its options as `delete_options`, which the server drops with a
+//! `Warning` (a UID precondition must go in a hand-built `policy/v1` Eviction sent with
+//! `Api::create_subresource("eviction", ..)`).
 //!
 //! Modules: `resources` (the resource table and discovery), `http` (accept loop, routing,
 //! handlers, rendering), `store` (objects, history, watches), `object` (stored-object layout and
-//! bulk loading), `eviction`, `patch`, `selector`, `status` (error `Status` objects).
+//! bulk loading), `ownership` (server-side apply field managers), `eviction`, `patch`,
+//! `selector`, `status` (error `Status` objects).
 
 mod eviction;
 mod http;
 mod object;
+mod ownership;
 mod patch;
 mod resources;
 mod selector;
@@ -232,44 +245,14 @@ impl FakeApiServer {
     /// [`load_list`](Self::load_list), with an error instead of a panic.
     pub fn try_load_list(&self, list: &[u8]) -> Result<usize, String> {
         let items = object::list_items(list)?;
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .clamp(1, 8);
-        let chunk = items.len().div_ceil(threads).max(1);
-        let prepared: Vec<Result<object::Prepared, String>> = std::thread::scope(|scope| {
-            let workers: Vec<_> = items
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || {
-                        part.iter()
-                            .map(|i| object::prepare_item(i))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|w| {
-                    w.join()
-                        .unwrap_or_else(|_| vec![Err("a loader thread panicked".to_string())])
-                })
-                .collect()
-        });
-        let mut ready = Vec::with_capacity(prepared.len());
-        let mut skipped = 0usize;
-        for item in prepared {
-            match item {
-                Ok(item) => ready.push(item),
-                Err(reason) => {
-                    skipped += 1;
-                    tracing::debug!("kube-fake skips a list item: {reason}");
-                }
-            }
+        let (loaded, skipped) = self.shared().store.load(&items);
+        if let Some(first) = skipped.first() {
+            tracing::warn!(
+                "kube-fake skipped {} list items it cannot serve, the first because: {first}",
+                skipped.len()
+            );
         }
-        if skipped > 0 {
-            tracing::warn!("kube-fake skipped {skipped} list items it cannot serve");
-        }
-        Ok(self.shared().store.load(ready))
+        Ok(loaded)
     }
 
     /// The stored object, if any (`namespace` is ignored for cluster-scoped kinds).

@@ -201,43 +201,6 @@ pub(crate) fn fill_create_metadata(
     true
 }
 
-/// A list item prepared for bulk loading: everything but the resourceVersion, which is spliced
-/// between `head` and `tail` when the item is committed.
-#[derive(Debug)]
-pub(crate) struct Prepared {
-    pub type_id: TypeId,
-    pub namespace: Box<str>,
-    pub name: Box<str>,
-    pub uid: Box<str>,
-    pub labels: Box<[(Box<str>, Box<str>)]>,
-    pub node_name: Option<Box<str>>,
-    pub phase: Option<Box<str>>,
-    /// The item's bytes up to and including `"resourceVersion":"`.
-    pub head: Vec<u8>,
-    /// The rest of the item's bytes, from the closing quote of the resourceVersion on.
-    pub tail: Vec<u8>,
-}
-
-impl Prepared {
-    pub(crate) fn commit(self, rv: u64) -> Stored {
-        let rv_text = rv.to_string();
-        let mut raw = Vec::with_capacity(self.head.len() + rv_text.len() + self.tail.len());
-        raw.extend_from_slice(&self.head);
-        raw.extend_from_slice(rv_text.as_bytes());
-        raw.extend_from_slice(&self.tail);
-        Stored {
-            namespace: self.namespace,
-            name: self.name,
-            uid: self.uid,
-            rv,
-            labels: self.labels,
-            node_name: self.node_name,
-            phase: self.phase,
-            raw: Bytes::from(raw),
-        }
-    }
-}
-
 /// The top of a list document: a kubectl `List` (`items`), or a scenario file wrapping one
 /// (`{"objects": List}`).
 #[derive(Deserialize)]
@@ -284,8 +247,10 @@ pub(crate) fn list_items(list: &[u8]) -> Result<Vec<&RawValue>, String> {
     }
 }
 
-/// Prepares one list item; `Err` says why it is skipped.
-pub(crate) fn prepare_item(item: &RawValue) -> Result<Prepared, String> {
+/// Turns one list item into a stored object at resourceVersion `rv`: its bytes are kept as
+/// they are except `metadata`, which is parsed, completed (see [`fill_create_metadata`]) and
+/// spliced back in. `Err` says why the item is skipped.
+pub(crate) fn prepare_item(item: &RawValue, rv: u64) -> Result<(TypeId, Stored), String> {
     let text = item.get();
     let head: ItemHead = serde_json::from_str(text).map_err(|e| format!("not an object: {e}"))?;
     let api_version = head.api_version.as_deref().unwrap_or("");
@@ -296,7 +261,6 @@ pub(crate) fn prepare_item(item: &RawValue) -> Result<Prepared, String> {
     let meta_raw = head.metadata.ok_or_else(|| "no metadata".to_string())?;
     let mut meta: Map<String, Value> =
         serde_json::from_str(meta_raw.get()).map_err(|e| format!("bad metadata: {e}"))?;
-    meta.remove("resourceVersion");
     let namespace = meta
         .get("namespace")
         .and_then(Value::as_str)
@@ -306,21 +270,17 @@ pub(crate) fn prepare_item(item: &RawValue) -> Result<Prepared, String> {
     if !fill_create_metadata(&mut meta, rt.namespaced, &namespace) {
         return Err("neither metadata.name nor metadata.generateName".to_string());
     }
+    meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
     let meta_value = Value::Object(meta);
-    let mut meta_json = serde_json::to_vec(&meta_value).map_err(|e| e.to_string())?;
-    // `meta_json` is a non-empty object: replace its closing brace by the resourceVersion key.
-    meta_json.pop();
-    meta_json.extend_from_slice(br#","resourceVersion":""#);
+    let meta_json = serde_json::to_vec(&meta_value).map_err(|e| e.to_string())?;
 
     // `metadata` borrows from `text`, so its position inside the item is a pointer difference.
     let start = meta_raw.get().as_ptr() as usize - text.as_ptr() as usize;
     let end = start + meta_raw.get().len();
-    let mut head_bytes = Vec::with_capacity(start + meta_json.len());
-    head_bytes.extend_from_slice(&text.as_bytes()[..start]);
-    head_bytes.extend_from_slice(&meta_json);
-    let mut tail = Vec::with_capacity(text.len() - end + 2);
-    tail.extend_from_slice(b"\"}");
-    tail.extend_from_slice(&text.as_bytes()[end..]);
+    let mut raw = Vec::with_capacity(text.len() - (end - start) + meta_json.len());
+    raw.extend_from_slice(&text.as_bytes()[..start]);
+    raw.extend_from_slice(&meta_json);
+    raw.extend_from_slice(&text.as_bytes()[end..]);
 
     let str_of = |key: &str| {
         meta_value
@@ -329,8 +289,7 @@ pub(crate) fn prepare_item(item: &RawValue) -> Result<Prepared, String> {
             .unwrap_or("")
             .into()
     };
-    Ok(Prepared {
-        type_id,
+    let stored = Stored {
         namespace: if rt.namespaced {
             str_of("namespace")
         } else {
@@ -338,11 +297,46 @@ pub(crate) fn prepare_item(item: &RawValue) -> Result<Prepared, String> {
         },
         name: str_of("name"),
         uid: str_of("uid"),
+        rv,
         labels: labels_of(Some(&meta_value)),
         node_name: head.spec.and_then(|s| s.node_name).map(Into::into),
         phase: head.status.and_then(|s| s.phase).map(Into::into),
-        head: head_bytes,
-        tail,
+        raw: Bytes::from(raw),
+    };
+    Ok((type_id, stored))
+}
+
+/// [`prepare_item`] for every item, item `i` at resourceVersion `first_rv + i`, spread over the
+/// machine's cores.
+pub(crate) fn prepare_all(
+    items: &[&RawValue],
+    first_rv: u64,
+) -> Vec<Result<(TypeId, Stored), String>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8);
+    let chunk = items.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = items
+            .chunks(chunk)
+            .enumerate()
+            .map(|(c, part)| {
+                let base = first_rv + (c * chunk) as u64;
+                scope.spawn(move || {
+                    part.iter()
+                        .zip(base..)
+                        .map(|(item, rv)| prepare_item(item, rv))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| vec![Err("a loader thread panicked".to_string())])
+            })
+            .collect()
     })
 }
 
@@ -364,7 +358,8 @@ mod tests {
         let bytes = serde_json::to_vec(&json!({"objects": list})).unwrap();
         let items = list_items(&bytes).unwrap();
         assert_eq!(items.len(), 3);
-        let pod = prepare_item(items[0]).unwrap().commit(5);
+        let (tid, pod) = prepare_item(items[0], 5).unwrap();
+        assert_eq!(tid, crate::resources::PODS);
         let value = pod.value();
         assert_eq!(value["metadata"]["resourceVersion"], "5");
         assert_eq!(value["spec"]["containers"][0]["name"], "c");
@@ -374,7 +369,7 @@ mod tests {
         assert_eq!(pod.phase.as_deref(), Some("Running"));
         assert_eq!(&*pod.labels, &[("app".into(), "a".into())]);
         assert_eq!(value["metadata"]["uid"].as_str().map(str::len), Some(36));
-        let node = prepare_item(items[1]).unwrap().commit(6);
+        let (_, node) = prepare_item(items[1], 6).unwrap();
         assert!(
             node.name.starts_with("node-") && node.name.len() == 10,
             "{}",
@@ -382,7 +377,13 @@ mod tests {
         );
         assert_eq!(&*node.namespace, "");
         assert!(node.value()["metadata"].get("namespace").is_none());
-        assert!(prepare_item(items[2]).is_err());
+        assert!(prepare_item(items[2], 7).is_err());
+        let all = prepare_all(&items, 10);
+        let rvs: Vec<Option<u64>> = all
+            .iter()
+            .map(|r| r.as_ref().ok().map(|(_, s)| s.rv))
+            .collect();
+        assert_eq!(rvs, [Some(10), Some(11), None]);
     }
 
     #[test]

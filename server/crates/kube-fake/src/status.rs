@@ -87,6 +87,18 @@ impl ApiError {
         .with_details(Self::resource_details(rt, name))
     }
 
+    /// 409 for a server-side apply that would change fields other managers own.
+    pub(crate) fn apply_conflict(
+        rt: &ResourceType,
+        name: &str,
+        message: String,
+        causes: Vec<Value>,
+    ) -> Self {
+        let mut details = Self::resource_details(rt, name);
+        details["causes"] = Value::Array(causes);
+        Self::new(409, "Conflict", message).with_details(details)
+    }
+
     /// The optimistic-concurrency conflict of an update with a stale resourceVersion.
     pub(crate) fn stale(rt: &ResourceType, name: &str) -> Self {
         Self::conflict(

@@ -15,14 +15,16 @@
 //!   before the oldest kept event gets 410 Expired, as from the real watch cache.
 //! - Namespaces need not exist for objects to be created in them.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
-use crate::object::{self, Prepared, Stored};
+use crate::object::{self, Stored};
+use crate::ownership::{self, Owners};
 use crate::patch::{self, PatchKind};
 use crate::resources::{RESOURCES, ResourceType, TypeId};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -103,6 +105,18 @@ struct TypeStore {
     /// A watch may resume from any resourceVersion at or after this.
     floor: u64,
     watchers: Vec<Watcher>,
+    /// Field managers of objects written over HTTP (see [`ownership`]).
+    owners: HashMap<(Box<str>, Box<str>), Owners>,
+}
+
+/// Who writes, and how (from the request's query and headers).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Writer {
+    /// The field manager (`fieldManager`, else from the User-Agent).
+    pub manager: String,
+    /// `force=true`: an apply takes fields over instead of conflicting.
+    pub force: bool,
+    pub dry_run: bool,
 }
 
 /// What a history event looks like to one watch (with the selector transitions the real
@@ -201,10 +215,27 @@ impl Inner {
 
     /// Deletes an object at the next resourceVersion; returns its final state.
     pub(crate) fn remove(&mut self, tid: TypeId, old: &Arc<Stored>) -> Arc<Stored> {
+        self.types[tid]
+            .owners
+            .remove(&(old.namespace.clone(), old.name.clone()));
         let rv = self.next_rv();
         let gone = Arc::new(old.at_resource_version(rv));
         self.commit(tid, EventType::Deleted, gone.clone(), None);
         gone
+    }
+
+    /// Notes which fields `writer` set (see [`ownership::record`]).
+    fn own(
+        &mut self,
+        tid: TypeId,
+        key: (Box<str>, Box<str>),
+        old: Option<&Value>,
+        new: &Value,
+        writer: &Writer,
+        applied: Option<&Value>,
+    ) {
+        let owners = self.types[tid].owners.entry(key).or_default();
+        ownership::record(owners, old, new, &writer.manager, applied);
     }
 
     /// Replaces a stored object by `object`, unless that changes nothing (then, as on a real
@@ -627,7 +658,7 @@ impl Store {
         tid: TypeId,
         namespace: &str,
         mut object: Value,
-        dry_run: bool,
+        writer: &Writer,
     ) -> Result<Arc<Stored>, ApiError> {
         let rt = &RESOURCES[tid];
         check_type_meta(rt, &mut object)?;
@@ -652,9 +683,14 @@ impl Store {
         {
             return Err(ApiError::already_exists(rt, &name));
         }
-        if dry_run {
+        if writer.dry_run {
             return Ok(Arc::new(Stored::from_value(&object, 0)));
         }
+        let key = (
+            Box::from(namespace_of(rt, namespace)),
+            Box::from(name.as_str()),
+        );
+        inner.own(tid, key, None, &object, writer, None);
         Ok(inner.write(tid, object, None))
     }
 
@@ -666,7 +702,7 @@ impl Store {
         name: &str,
         mut object: Value,
         status_only: bool,
-        dry_run: bool,
+        writer: &Writer,
     ) -> Result<(Arc<Stored>, bool), ApiError> {
         let rt = &RESOURCES[tid];
         check_type_meta(rt, &mut object)?;
@@ -686,7 +722,7 @@ impl Store {
                 drop(inner);
                 set_resource_version(&mut object, None);
                 return self
-                    .create(tid, namespace, object, dry_run)
+                    .create(tid, namespace, object, writer)
                     .map(|o| (o, true));
             }
             return Err(ApiError::not_found(rt, name));
@@ -700,9 +736,11 @@ impl Store {
             return Err(uid_conflict(rt, name, body_uid, &old.uid));
         }
         let merged = merge_update(rt, &old, object, status_only)?;
-        if dry_run {
+        if writer.dry_run {
             return Ok((Arc::new(Stored::from_value(&merged, old.rv)), false));
         }
+        let key = (old.namespace.clone(), old.name.clone());
+        inner.own(tid, key, Some(&old.value()), &merged, writer, None);
         Ok((inner.replace(tid, &old, merged), false))
     }
 
@@ -717,7 +755,7 @@ impl Store {
         kind: PatchKind,
         patch: &Value,
         status_only: bool,
-        dry_run: bool,
+        writer: &Writer,
     ) -> Result<(Arc<Stored>, bool), ApiError> {
         let rt = &RESOURCES[tid];
         if kind == PatchKind::Strategic && !rt.builtin {
@@ -734,6 +772,14 @@ impl Store {
                 drop(inner);
                 let mut object = patch.clone();
                 check_type_meta(rt, &mut object)?;
+                let meta = metadata_mut(&mut object)?;
+                if meta
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    meta.insert("name".into(), Value::String(name.to_string()));
+                }
                 let body_name = meta_str(&object, "name");
                 if body_name != name {
                     return Err(ApiError::bad_request(format!(
@@ -741,12 +787,24 @@ impl Store {
                     )));
                 }
                 return self
-                    .create(tid, namespace, object, dry_run)
+                    .create(tid, namespace, object, writer)
                     .map(|o| (o, true));
             }
             return Err(ApiError::not_found(rt, name));
         };
-        let mut object = old.value();
+        let old_value = old.value();
+        let key = (old.namespace.clone(), old.name.clone());
+        if kind == PatchKind::Apply && !writer.force {
+            let found = inner.types[tid]
+                .owners
+                .get(&key)
+                .map(|owners| ownership::conflicts(owners, &old_value, patch, &writer.manager))
+                .unwrap_or_default();
+            if !found.is_empty() {
+                return Err(ownership::conflict_error(rt, name, &found));
+            }
+        }
+        let mut object = old_value.clone();
         match kind {
             PatchKind::Json => {
                 patch::json_patch(&mut object, patch).map_err(ApiError::unprocessable)?
@@ -763,12 +821,14 @@ impl Store {
                 "the patched object is not a JSON object",
             ));
         }
+        // A patch that sets resourceVersion or uid makes it a precondition; one that removes
+        // them makes the write unconditional.
         let rv = meta_str(&object, "resourceVersion");
-        if rv != old.rv.to_string() {
+        if !rv.is_empty() && rv != old.rv.to_string() {
             return Err(ApiError::stale(rt, name));
         }
         let uid = meta_str(&object, "uid");
-        if uid != &*old.uid {
+        if !uid.is_empty() && uid != &*old.uid {
             return Err(uid_conflict(rt, name, uid, &old.uid));
         }
         if meta_str(&object, "name") != name || meta_str(&object, "namespace") != &*old.namespace {
@@ -777,9 +837,11 @@ impl Store {
             ));
         }
         let merged = merge_update(rt, &old, object, status_only)?;
-        if dry_run {
+        if writer.dry_run {
             return Ok((Arc::new(Stored::from_value(&merged, old.rv)), false));
         }
+        let applied = (kind == PatchKind::Apply).then_some(patch);
+        inner.own(tid, key, Some(&old_value), &merged, writer, applied);
         Ok((inner.replace(tid, &old, merged), false))
     }
 
@@ -907,14 +969,25 @@ impl Store {
         Some(inner.remove(tid, &old))
     }
 
-    /// Commits bulk-loaded items in order.
-    pub(crate) fn load(&self, items: Vec<Prepared>) -> usize {
+    /// Bulk-loads list items (see [`object::prepare_all`]), holding the lock throughout so
+    /// that the items get consecutive resourceVersions. Returns how many were loaded and why
+    /// the others were skipped.
+    pub(crate) fn load(&self, items: &[&RawValue]) -> (usize, Vec<String>) {
         let mut inner = self.lock();
-        let count = items.len();
-        for item in items {
-            let tid = item.type_id;
-            let rv = inner.next_rv();
-            let stored = Arc::new(item.commit(rv));
+        let first = inner.rv + 1;
+        let prepared = object::prepare_all(items, first);
+        inner.rv += items.len() as u64;
+        let mut loaded = 0;
+        let mut skipped = Vec::new();
+        for item in prepared {
+            let (tid, stored) = match item {
+                Ok(item) => item,
+                Err(reason) => {
+                    skipped.push(reason);
+                    continue;
+                }
+            };
+            let stored = Arc::new(stored);
             let prev = inner.object(tid, &stored.namespace, &stored.name).cloned();
             let kind = if prev.is_some() {
                 EventType::Modified
@@ -922,8 +995,9 @@ impl Store {
                 EventType::Added
             };
             inner.commit(tid, kind, stored, prev);
+            loaded += 1;
         }
-        count
+        (loaded, skipped)
     }
 
     /// Forgets all watch history (see `FakeApiServer::compact`).
@@ -987,7 +1061,7 @@ mod tests {
                 PatchKind::Merge,
                 &json!({"metadata": {"labels": {"x": "1"}}}),
                 false,
-                false,
+                &Writer::default(),
             )
             .unwrap();
         assert_eq!(same.0.rv, a.rv);
@@ -999,10 +1073,37 @@ mod tests {
                 PatchKind::Merge,
                 &json!({"metadata": {"labels": {"x": "2"}}}),
                 false,
-                false,
+                &Writer::default(),
             )
             .unwrap();
         assert!(changed.0.rv > a.rv);
+        let stale =
+            json!({"metadata": {"resourceVersion": a.rv.to_string(), "labels": {"x": "3"}}});
+        let conflict = store.patch(
+            pods(),
+            "ns",
+            "a",
+            PatchKind::Merge,
+            &stale,
+            false,
+            &Writer::default(),
+        );
+        assert_eq!(conflict.map(|_| ()).unwrap_err().code, 409);
+        let unconditional =
+            json!({"metadata": {"resourceVersion": null, "uid": null, "labels": {"x": "3"}}});
+        let (patched, _) = store
+            .patch(
+                pods(),
+                "ns",
+                "a",
+                PatchKind::Merge,
+                &unconditional,
+                false,
+                &Writer::default(),
+            )
+            .unwrap();
+        assert_eq!(patched.uid, a.uid);
+        assert_eq!(patched.labels[0].1.as_ref(), "3");
     }
 
     #[test]
@@ -1033,7 +1134,7 @@ mod tests {
                 PatchKind::Merge,
                 &json!({"metadata": {"labels": {"app": "db"}}}),
                 false,
-                false,
+                &Writer::default(),
             )
             .unwrap();
         store
@@ -1044,7 +1145,7 @@ mod tests {
                 PatchKind::Merge,
                 &json!({"metadata": {"labels": {"app": "web"}}}),
                 false,
-                false,
+                &Writer::default(),
             )
             .unwrap();
         store

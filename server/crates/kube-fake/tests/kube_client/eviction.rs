@@ -259,4 +259,21 @@ async fn kube_evict_options_are_dropped_like_on_a_real_server() {
     };
     assert_eq!(api.evict("a", &params).await.unwrap().code, 201);
     assert_eq!(server.evictions()[0].uid_precondition, None);
+
+    // The answer carries the real server's warning about the dropped field.
+    server.apply(pod("ns", "b", json!({}), "n1"));
+    let body = json!({"metadata": {"name": "b"}, "delete_options": {"gracePeriodSeconds": 1}});
+    let request = http::Request::post("/api/v1/namespaces/ns/pods/b/eviction")
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+        .unwrap();
+    let response = client(&server).send(request).await.unwrap();
+    assert_eq!(response.status(), 201);
+    let warnings: Vec<&str> = response
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(warnings, [r#"299 - "unknown field \"delete_options\"""#]);
 }

@@ -1,6 +1,7 @@
 //! Connection loss: while the fake is down, requests fail as connection errors (not API
 //! errors, and not retried by kube) and watchers error; afterwards both recover, and the
-//! watcher resumes where it was, replaying what changed meanwhile.
+//! watcher resumes where it was, replaying what changed meanwhile. And the server's end: on
+//! `shutdown()`, or when the last handle is dropped.
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -62,4 +63,33 @@ async fn requests_and_watchers_fail_while_down_and_recover() {
             Ok(other) => panic!("unexpected {other:?}"),
         }
     }
+}
+
+#[tokio::test]
+async fn shutdown_and_dropping_the_last_handle_stop_the_server() {
+    let server = FakeApiServer::start().await;
+    let client = client(&server);
+    let clone = server.clone();
+    client.apiserver_version().await.unwrap();
+    server.shutdown().await;
+    assert!(
+        matches!(client.apiserver_version().await, Err(e) if !matches!(e, kube::Error::Api(_)))
+    );
+    drop(clone);
+
+    let server = FakeApiServer::start().await;
+    let client = crate::common::client(&server);
+    let clone = server.clone();
+    drop(server);
+    client.apiserver_version().await.unwrap();
+    drop(clone);
+    // The server task notices the last handle is gone at its next turn; until then a request
+    // may still be answered.
+    for _ in 0..1000 {
+        if client.apiserver_version().await.is_err() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the server kept answering after its last handle was dropped");
 }

@@ -550,3 +550,99 @@ async fn accesses_are_recorded_with_rbac_verbs() {
     assert_eq!(server.accesses(), expected);
     assert!(server.request_count() >= 13);
 }
+
+/// Server-side apply conflicts between field managers, as a lease-locking loop built on apply
+/// (kube-lease-manager) relies on.
+#[tokio::test]
+async fn apply_conflicts_between_field_managers() {
+    let server = FakeApiServer::start().await;
+    let leases: Api<Lease> = Api::namespaced(client(&server), "ns");
+    let lock = |holder: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "lock"},
+               "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}})
+    };
+    leases
+        .patch(
+            "lock",
+            &PatchParams::apply("mgr-a"),
+            &Patch::Apply(lock("a")),
+        )
+        .await
+        .unwrap();
+    // Re-applying one's own fields, or another manager applying the same values, is fine.
+    leases
+        .patch(
+            "lock",
+            &PatchParams::apply("mgr-a"),
+            &Patch::Apply(lock("a")),
+        )
+        .await
+        .unwrap();
+    leases
+        .patch(
+            "lock",
+            &PatchParams::apply("mgr-b"),
+            &Patch::Apply(lock("a")),
+        )
+        .await
+        .unwrap();
+
+    let status = api_error(
+        leases
+            .patch(
+                "lock",
+                &PatchParams::apply("mgr-b"),
+                &Patch::Apply(lock("b")),
+            )
+            .await,
+    );
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        status.message,
+        "Apply failed with 1 conflict: conflict with \"mgr-a\" using coordination.k8s.io/v1: .spec.holderIdentity"
+    );
+    assert_eq!(
+        status.details.unwrap().causes[0].field,
+        ".spec.holderIdentity"
+    );
+
+    // The holder releases with a plain patch; the field is gone and so is its owner.
+    let release = json!({"spec": {"holderIdentity": null}});
+    let params = PatchParams {
+        field_manager: Some("mgr-a".into()),
+        ..PatchParams::default()
+    };
+    leases
+        .patch("lock", &params, &Patch::Strategic(&release))
+        .await
+        .unwrap();
+    let taken = leases
+        .patch(
+            "lock",
+            &PatchParams::apply("mgr-b"),
+            &Patch::Apply(lock("b")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(taken.spec.unwrap().holder_identity.as_deref(), Some("b"));
+
+    let status = api_error(
+        leases
+            .patch(
+                "lock",
+                &PatchParams::apply("mgr-a"),
+                &Patch::Apply(lock("a")),
+            )
+            .await,
+    );
+    assert_eq!(status.code, 409);
+    let forced = leases
+        .patch(
+            "lock",
+            &PatchParams::apply("mgr-a").force(),
+            &Patch::Apply(lock("a")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(forced.spec.unwrap().holder_identity.as_deref(), Some("a"));
+}
