@@ -108,6 +108,14 @@ pub async fn spawn_with_backend(
     .context("starting the policy engine")?;
     let clusters = Clusters::default();
     let ingest = Ingest::new(store.clone(), clusters.clone());
+    // Live revisions must number after every stored one: raise the counter before the first
+    // managed cluster can install a revision.
+    clusters.raise_revision(
+        store
+            .max_cluster_revision()
+            .await
+            .context("reading the latest cluster revision")? as u64,
+    );
     let managed = crate::managed::Managed::connect(&settings.kube, &ingest).await?;
     let fallback =
         backend.unwrap_or_else(|| Arc::new(crate::backend::SimulatedBackend::new(ingest.clone())));
@@ -321,7 +329,8 @@ async fn supervise(
         executor.await;
     }
     core.ready.store(false, Ordering::Release);
-    core.managed.stop();
+    // Hand the Leases back so another server can act at once instead of after their duration.
+    core.managed.stop().await;
     // Let detached writes finish before the database closes.
     core.in_flight.drain().await;
     core.store.close().await;

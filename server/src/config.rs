@@ -160,6 +160,16 @@ pub struct ServeArgs {
     /// This server's identity in Leases and Events (default: host name and process id).
     #[arg(long, env = "REBALANCER_IDENTITY")]
     pub identity: Option<String>,
+
+    /// Schedulers that honour Koordinator Reservations; in `auto` reservation mode, pods of
+    /// other schedulers get a placeholder pod instead (Koordinator's `schedulerNames`).
+    #[arg(
+        long,
+        env = "REBALANCER_KOORD_SCHEDULER_NAMES",
+        value_delimiter = ',',
+        default_value = "koord-scheduler"
+    )]
+    pub koord_scheduler_names: Vec<String>,
 }
 
 /// Default of `--placeholder-image`.
@@ -251,6 +261,17 @@ impl KubeSettings {
             crate::ingest::check_name(&c.name).map_err(|reason| {
                 bad(flag, format!("invalid cluster name {:?}: {reason}", c.name))
             })?;
+            // The cluster's Lease is named after it: a Kubernetes name has no '_'.
+            if c.name.contains('_') {
+                return Err(bad(
+                    flag,
+                    format!(
+                        "invalid cluster name {:?}: a Kubernetes cluster's name may not contain '_' \
+                         (its Lease, rebalancer-<name>, must be a valid Kubernetes name)",
+                        c.name
+                    ),
+                ));
+            }
             if !seen.insert(c.name.clone()) {
                 return Err(bad(flag, format!("cluster {:?} is named twice", c.name)));
             }
@@ -264,6 +285,12 @@ impl KubeSettings {
         }
         settings.act.placeholder_image = args.placeholder_image.clone();
         settings.act.placeholder_priority_class = args.placeholder_priority_class.clone();
+        settings.act.koord_scheduler_names = args
+            .koord_scheduler_names
+            .iter()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect();
         if let Some(identity) = &args.identity {
             if identity.trim().is_empty() {
                 return Err(bad("identity", "must not be empty".into()));

@@ -149,11 +149,11 @@ impl Managed {
             .collect()
     }
 
-    /// Stop syncing and competing (shutdown).
-    pub fn stop(&self) {
+    /// Stop syncing and competing, and release the Leases held (shutdown).
+    pub async fn stop(&self) {
         for c in self.clusters.values() {
             c.live.stop();
-            c.leadership.stop();
+            c.leadership.release().await;
         }
     }
 }

@@ -21,7 +21,7 @@
 
 use super::Deps;
 use crate::backend::{
-    EvictedPod, EvictionCheck, EvictionRequest, EvictionResult, ReservationRequest,
+    BackendError, EvictedPod, EvictionCheck, EvictionRequest, EvictionResult, ReservationRequest,
     ReservationState,
 };
 use rebalancer_store::pod_migrations::DONE_STEP;
@@ -402,7 +402,26 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                 target_node: None,
                 exclude_nodes: vec![m.source_node.clone()],
             };
-            backend.reserve(cluster, &request).await?;
+            match backend.reserve(cluster, &request).await {
+                Ok(_) => {}
+                // Refused for good (admission, a name taken by another pod's reservation):
+                // better than Koordinator's retry until the TTL, fail now, nothing evicted.
+                Err(BackendError::Invalid(why)) => {
+                    fail(
+                        deps,
+                        m,
+                        "FailedCreateReservation",
+                        &format!(
+                            "could not create Reservation {name}: {why}; pod {} was not evicted",
+                            pod_ref(m)
+                        ),
+                    )
+                    .await?;
+                    // Anything half-created is released by the executor's sweep.
+                    return Ok(Outcome::Stopped);
+                }
+                Err(e) => return Err(e.into()),
+            }
             let applied = apply(
                 deps,
                 m,
@@ -558,6 +577,31 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                 evicted_at_ms: m.eviction_requested_at.or(m.evicted_at),
             };
             match backend.replacement_of(cluster, &evicted).await? {
+                Some(p) if p.node.as_deref() == Some(m.source_node.as_str()) => {
+                    // The room freed by the eviction went to the replacement: nothing moved.
+                    let message = format!(
+                        "replacement pod {}/{} landed back on node {} (the node it was evicted \
+                         from) instead of Reservation {name}; the pod did not move",
+                        p.namespace, p.name, m.source_node
+                    );
+                    let mut change = finished(
+                        MigrationPhase::Failed,
+                        "ReplacementOnSourceNode",
+                        &message,
+                        DecisionStatus::Failed,
+                        EXECUTOR_ACTOR,
+                        None,
+                    );
+                    change.new_pod_uid = Some(p.uid.clone());
+                    change.new_pod_name = Some(p.name.clone());
+                    change.new_pod_node = p.node.clone();
+                    if apply(deps, m, change).await? {
+                        deps.metrics
+                            .pod_migration_finished("Failed", "ReplacementOnSourceNode");
+                        release(deps, m).await;
+                    }
+                    Ok(Outcome::Stopped)
+                }
                 Some(p) if p.node.is_some() && p.reservation.as_deref() != Some(name.as_str()) => {
                     // Better than Koordinator: the workload recovered, just elsewhere.
                     let node = p.node.clone().unwrap_or_default();

@@ -62,13 +62,7 @@ pub async fn cluster(groups: &[OptionalGroup]) -> Cluster {
         fake.apply(node(n).build());
     }
     for name in ["web-1", "web-2"] {
-        fake.apply(
-            pod("shop", name)
-                .on("n1")
-                .owned_by("ReplicaSet", "web")
-                .requests("500m", "512Mi")
-                .build(),
-        );
+        fake.apply(web_pod(name, "n1"));
     }
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
@@ -91,6 +85,18 @@ pub async fn cluster(groups: &[OptionalGroup]) -> Cluster {
         control,
         _dir: dir,
     }
+}
+
+/// A replica of ReplicaSet `web`, scheduled by koord-scheduler (so that Reservations apply
+/// where the API serves them).
+fn web_pod(name: &str, node: &str) -> Value {
+    let mut p = pod("shop", name)
+        .on(node)
+        .owned_by("ReplicaSet", "web")
+        .requests("500m", "512Mi")
+        .build();
+    p["spec"]["schedulerName"] = json!("koord-scheduler");
+    p
 }
 
 /// Nodes named in `NotIn` match fields of a pod spec's required node affinity.
@@ -187,11 +193,7 @@ fn control_plane(fake: &FakeApiServer, reservations: bool, replacements: &mut u3
         (None, Some(n)) => n.clone(),
         (None, None) => "n3".to_owned(),
     };
-    let mut replacement = pod("shop", &name)
-        .on(&node)
-        .owned_by("ReplicaSet", "web")
-        .requests("500m", "512Mi")
-        .build();
+    let mut replacement = web_pod(&name, &node);
     replacement["metadata"]["creationTimestamp"] = json!(now_rfc3339());
     replacement["metadata"]["uid"] = json!(uid);
     if let Some(r) = &waiting {

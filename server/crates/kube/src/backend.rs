@@ -84,6 +84,9 @@ pub struct ActOptions {
     pub placeholder_priority_class: String,
     /// `spec.ttl` of Koordinator Reservations (a safety net: migrations release theirs).
     pub reservation_ttl: Duration,
+    /// Schedulers that honour Koordinator Reservations (Koordinator's `schedulerNames`): in
+    /// `auto` mode, pods scheduled by another scheduler get a placeholder instead.
+    pub koord_scheduler_names: Vec<String>,
     /// Who writes the Events (`reportingController`) and this instance (`reportingInstance`).
     pub reporter: String,
     pub instance: String,
@@ -96,6 +99,7 @@ impl Default for ActOptions {
             placeholder_image: "registry.k8s.io/pause:3.10".into(),
             placeholder_priority_class: "rebalancer-placeholder".into(),
             reservation_ttl: Duration::from_secs(3600),
+            koord_scheduler_names: vec!["koord-scheduler".into()],
             reporter: "rebalancer".into(),
             instance: "rebalancer".into(),
         }
@@ -189,12 +193,43 @@ impl KubeBackend {
             .and_then(|j| serde_json::from_str(&j).ok())
     }
 
-    fn uses_reservations(&self) -> bool {
+    /// Whether Koordinator Reservations are looked at: `None` while discovery has not answered
+    /// (in `auto` mode), when nothing can be said about either kind yet.
+    fn reservations_apply(&self) -> Option<bool> {
         match self.options.reservation_mode {
             ReservationMode::Auto => self.live.reservations_served(),
-            ReservationMode::Reservation => true,
-            ReservationMode::Placeholder => false,
+            ReservationMode::Reservation => Some(true),
+            ReservationMode::Placeholder => Some(false),
         }
+    }
+
+    fn discovered(&self) -> Result<bool, BackendError> {
+        self.reservations_apply().ok_or_else(|| {
+            BackendError::Unavailable(format!(
+                "cluster {}: discovery has not answered yet",
+                self.live.name()
+            ))
+        })
+    }
+
+    /// Reserve for `pod` with a Koordinator Reservation (else a placeholder pod)? In `auto`
+    /// mode only where the API is served and the pod's scheduler honours Reservations.
+    fn reserve_with_reservation(&self, pod: &Value) -> Result<bool, BackendError> {
+        let served = self.discovered()?;
+        Ok(match self.options.reservation_mode {
+            ReservationMode::Auto => {
+                let scheduler = pod["spec"]["schedulerName"]
+                    .as_str()
+                    .unwrap_or("default-scheduler");
+                served
+                    && self
+                        .options
+                        .koord_scheduler_names
+                        .iter()
+                        .any(|n| n == scheduler)
+            }
+            _ => served,
+        })
     }
 
     fn reservations(&self) -> kube::Api<DynamicObject> {
@@ -325,11 +360,16 @@ impl KubeBackend {
                 "nodeSelector": pod["spec"]["nodeSelector"],
                 "tolerations": pod["spec"]["tolerations"],
                 "affinity": Self::constrained_affinity(pod, &req.exclude_nodes, req.target_node.as_deref()),
-                "securityContext": {"runAsNonRoot": true, "runAsUser": 65535},
+                "securityContext": {
+                    "runAsNonRoot": true,
+                    "runAsUser": 65535,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
                 "containers": [{
                     "name": "reserve",
                     "image": self.options.placeholder_image,
-                    "resources": {"requests": requests},
+                    // Limits = requests: admitted by quotas on limits, and never more.
+                    "resources": {"requests": requests, "limits": requests},
                     "securityContext": {
                         "allowPrivilegeEscalation": false,
                         "readOnlyRootFilesystem": true,
@@ -343,6 +383,13 @@ impl KubeBackend {
     /// The placeholder pod of reservation `name`: cache first, then the API server (a
     /// placeholder created a moment ago may not have reached the cache yet).
     async fn placeholder(&self, name: &str) -> Result<Option<Value>, BackendError> {
+        if let Some(p) = self
+            .live
+            .placeholder_json(name)
+            .and_then(|j| serde_json::from_str(&j).ok())
+        {
+            return Ok(Some(p));
+        }
         let lp = ListParams::default().labels(&format!("{PLACEHOLDER_LABEL}={name}"));
         let api: kube::Api<DynamicObject> =
             kube::Api::all_with(self.live.client(), &pod_resource());
@@ -612,7 +659,7 @@ impl Backend for KubeBackend {
         let pod = self.cached_pod(&req.pod_uid).ok_or_else(|| {
             BackendError::Invalid(format!("pod {} no longer exists", req.pod_uid))
         })?;
-        let (api, body) = if self.uses_reservations() {
+        let (api, body) = if self.reserve_with_reservation(&pod)? {
             (self.reservations(), self.reservation_body(req, &pod)?)
         } else {
             let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
@@ -622,7 +669,31 @@ impl Backend for KubeBackend {
             .map_err(|e| BackendError::Internal(format!("reservation body: {e}")))?;
         match api.create(&PostParams::default(), &object).await {
             Ok(_) => {}
-            Err(e) if api_status(&e).is_some_and(|s| s.is_already_exists()) => {}
+            Err(e) if api_status(&e).is_some_and(|s| s.is_already_exists()) => {
+                // Ours from before a crash, or someone else's object of the same name.
+                let existing = api
+                    .get_opt(&req.name)
+                    .await
+                    .map_err(|e| unavailable("reading a reservation", e))?;
+                let owner = existing
+                    .as_ref()
+                    .and_then(|o| o.metadata.annotations.as_ref())
+                    .and_then(|a| a.get(RESERVED_FOR_POD))
+                    .cloned();
+                if existing.is_some() && owner.as_deref() != Some(req.pod_uid.as_str()) {
+                    return Err(BackendError::Invalid(format!(
+                        "{} {} already exists and was not made for pod {} (another Rebalancer \
+                         with its own database uses the same names?)",
+                        if object.types.as_ref().is_some_and(|t| t.kind == "Pod") {
+                            "placeholder pod"
+                        } else {
+                            "Reservation"
+                        },
+                        req.name,
+                        req.pod_uid
+                    )));
+                }
+            }
             Err(e) if api_status(&e).is_some_and(|s| s.code < 500 && s.code != 429) => {
                 return Err(BackendError::Invalid(format!(
                     "creating reservation {}: {e}",
@@ -642,74 +713,87 @@ impl Backend for KubeBackend {
         _cluster: &str,
         name: &str,
     ) -> Result<Option<ReservationState>, BackendError> {
-        if self.uses_reservations() {
+        self.synced()?;
+        if self.discovered()? {
             match self.reservations().get_opt(name).await {
-                Ok(r) => Ok(r
-                    .and_then(|r| serde_json::to_value(r).ok())
-                    .map(|r| reservation_state(&r))),
-                Err(e) => Err(unavailable("reading a reservation", e)),
-            }
-        } else {
-            let Some(p) = self.placeholder(name).await? else {
-                return Ok(None);
-            };
-            let state = placeholder_state(&p);
-            // Once the replacement is seen, the placeholder has done its job.
-            if let ReservationState::Scheduled { node } = &state {
-                let namespace = p["metadata"]["namespace"].as_str().unwrap_or("");
-                let owner = p["metadata"]["annotations"][RESERVED_FOR_OWNER]
-                    .as_str()
-                    .unwrap_or("");
-                let evicted = p["metadata"]["annotations"][RESERVED_FOR_POD]
-                    .as_str()
-                    .unwrap_or("");
-                let created = p["metadata"]["creationTimestamp"]
-                    .as_str()
-                    .and_then(parse_time_ms)
-                    .unwrap_or(0);
-                if !owner.is_empty()
-                    && self.cached_pod(evicted).is_none()
-                    && let Some(uid) = self.newer_pod_of(namespace, owner, evicted, created)
-                    && let Some(new) = self.cached_pod(&uid)
-                    && new["spec"]["nodeName"].as_str() == Some(node.as_str())
-                {
-                    return Ok(Some(ReservationState::Bound {
-                        node: node.clone(),
-                        pod_uid: uid,
-                    }));
+                Ok(Some(r)) => {
+                    return Ok(serde_json::to_value(r).ok().map(|r| reservation_state(&r)));
                 }
+                Ok(None) => {}
+                Err(e) => return Err(unavailable("reading a reservation", e)),
             }
-            Ok(Some(state))
+            if self.options.reservation_mode == ReservationMode::Reservation {
+                return Ok(None);
+            }
         }
+        let Some(p) = self.placeholder(name).await? else {
+            return Ok(None);
+        };
+        let state = placeholder_state(&p);
+        // Once the replacement is seen, the placeholder has done its job.
+        if let ReservationState::Scheduled { node } = &state {
+            let namespace = p["metadata"]["namespace"].as_str().unwrap_or("");
+            let owner = p["metadata"]["annotations"][RESERVED_FOR_OWNER]
+                .as_str()
+                .unwrap_or("");
+            let evicted = p["metadata"]["annotations"][RESERVED_FOR_POD]
+                .as_str()
+                .unwrap_or("");
+            let created = p["metadata"]["creationTimestamp"]
+                .as_str()
+                .and_then(parse_time_ms)
+                .unwrap_or(0);
+            if !owner.is_empty()
+                && self.cached_pod(evicted).is_none()
+                && let Some(uid) = self.newer_pod_of(namespace, owner, evicted, created)
+                && let Some(new) = self.cached_pod(&uid)
+                && new["spec"]["nodeName"].as_str() == Some(node.as_str())
+            {
+                return Ok(Some(ReservationState::Bound {
+                    node: node.clone(),
+                    pod_uid: uid,
+                }));
+            }
+        }
+        Ok(Some(state))
     }
 
     async fn release(&self, _cluster: &str, name: &str) -> Result<(), BackendError> {
-        let result = if self.uses_reservations() {
-            self.reservations()
+        self.synced()?;
+        let gone =
+            |e: &kube::Error| api_status(e).is_some_and(|s| s.is_not_found() || s.is_conflict());
+        if self.discovered()? {
+            match self
+                .reservations()
                 .delete(name, &DeleteParams::default())
                 .await
-                .map(|_| ())
-        } else {
-            let Some(p) = self.placeholder(name).await? else {
-                return Ok(());
-            };
-            let namespace = p["metadata"]["namespace"].as_str().unwrap_or("default");
-            let dp = DeleteParams {
-                grace_period_seconds: Some(0),
-                preconditions: p["metadata"]["uid"]
-                    .as_str()
-                    .map(|uid| kube::api::Preconditions {
-                        uid: Some(uid.to_owned()),
-                        resource_version: None,
-                    }),
-                ..DeleteParams::default()
-            };
-            self.pods_in(namespace).delete(name, &dp).await.map(|_| ())
+            {
+                Ok(_) => {}
+                Err(e) if gone(&e) => {}
+                Err(e) => return Err(unavailable("deleting a Reservation", e)),
+            }
+        }
+        if self.options.reservation_mode == ReservationMode::Reservation {
+            return Ok(());
+        }
+        let Some(p) = self.placeholder(name).await? else {
+            return Ok(());
         };
-        match result {
-            Ok(()) => Ok(()),
-            Err(e) if api_status(&e).is_some_and(|s| s.is_not_found() || s.is_conflict()) => Ok(()),
-            Err(e) => Err(unavailable("releasing a reservation", e)),
+        let namespace = p["metadata"]["namespace"].as_str().unwrap_or("default");
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: p["metadata"]["uid"]
+                .as_str()
+                .map(|uid| kube::api::Preconditions {
+                    uid: Some(uid.to_owned()),
+                    resource_version: None,
+                }),
+            ..DeleteParams::default()
+        };
+        match self.pods_in(namespace).delete(name, &dp).await {
+            Ok(_) => Ok(()),
+            Err(e) if gone(&e) => Ok(()),
+            Err(e) => Err(unavailable("deleting a placeholder pod", e)),
         }
     }
 

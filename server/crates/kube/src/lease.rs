@@ -81,6 +81,8 @@ pub struct Leadership {
     state: Arc<RwLock<State>>,
     options: Arc<LeaseOptions>,
     task: Arc<TaskGuard>,
+    /// The Lease's API and name (for the release at shutdown).
+    api: (Api<Lease>, String),
 }
 
 struct TaskGuard(std::sync::Mutex<Option<JoinHandle<()>>>);
@@ -119,10 +121,12 @@ impl Leadership {
             observed: None,
         }));
         let options = Arc::new(options);
+        let lease_api: Api<Lease> = Api::namespaced(client, &options.namespace);
+        let handle = (lease_api.clone(), name.clone());
         let task = {
             let state = state.clone();
             let options = options.clone();
-            let api: Api<Lease> = Api::namespaced(client, &options.namespace);
+            let api = lease_api;
             let cluster = cluster.to_owned();
             tokio::spawn(async move {
                 loop {
@@ -153,6 +157,7 @@ impl Leadership {
             state,
             options,
             task: Arc::new(TaskGuard(std::sync::Mutex::new(Some(task)))),
+            api: handle,
         }
     }
 
@@ -173,6 +178,38 @@ impl Leadership {
             .unwrap_or_else(|p| p.into_inner().status.clone());
         status.held = self.is_leader();
         status
+    }
+
+    /// Stop competing and, if this server holds the Lease, give it up (clear the holder) so
+    /// another server takes over at once. Best effort: on failure the Lease expires anyway.
+    pub async fn release(&self) {
+        let held = self.is_leader();
+        self.stop();
+        if !held {
+            return;
+        }
+        let (api, name) = &self.api;
+        let result = async {
+            let mut lease = api.get(name).await?;
+            if let Some(spec) = lease.spec.as_mut()
+                && spec.holder_identity.as_deref() == Some(self.options.identity.as_str())
+            {
+                spec.holder_identity = None;
+                spec.acquire_time = None;
+                spec.renew_time = None;
+                api.replace(name, &PostParams::default(), &lease).await?;
+            }
+            Ok::<_, kube::Error>(())
+        };
+        match tokio::time::timeout(Duration::from_secs(5), result).await {
+            Ok(Ok(())) => tracing::info!(lease = %name, "cluster lease released"),
+            Ok(Err(e)) => {
+                tracing::warn!(lease = %name, error = %e, "releasing the lease failed; it expires by itself")
+            }
+            Err(_) => {
+                tracing::warn!(lease = %name, "releasing the lease timed out; it expires by itself")
+            }
+        }
     }
 
     /// Stop competing (the Lease then expires for others after its duration).

@@ -123,6 +123,8 @@ struct Cache {
     kinds: Vec<Option<KindCache>>,
     /// Pod uid → (namespace, name).
     pod_uids: HashMap<String, (String, String)>,
+    /// Placeholder pods: reservation name (their `PLACEHOLDER_LABEL`) → (namespace, name).
+    placeholders: HashMap<String, (String, String)>,
     /// First change not yet built into a revision, and the latest change.
     dirty_since: Option<Instant>,
     last_change: Option<Instant>,
@@ -145,27 +147,34 @@ impl Cache {
     }
 
     fn index_pod(&mut self, o: &StoredObjectBuf) {
+        let at = (o.namespace.clone().unwrap_or_default(), o.name.clone());
         if let Some(uid) = &o.uid {
-            self.pod_uids.insert(
-                uid.clone(),
-                (o.namespace.clone().unwrap_or_default(), o.name.clone()),
-            );
+            self.pod_uids.insert(uid.clone(), at.clone());
+        }
+        if let Some(reservation) = placeholder_of(&o.json) {
+            self.placeholders.insert(reservation, at);
+        }
+    }
+
+    fn unindex_pod(&mut self, uid: Option<&str>, json: Option<&str>) {
+        if let Some(uid) = uid {
+            self.pod_uids.remove(uid);
+        }
+        if let Some(reservation) = json.and_then(placeholder_of) {
+            self.placeholders.remove(&reservation);
         }
     }
 
     fn reindex_pods(&mut self, pods: usize) {
-        let mut index = HashMap::new();
-        if let Some(Some(c)) = self.kinds.get(pods) {
-            for o in c.objects.values() {
-                if let Some(uid) = &o.uid {
-                    index.insert(
-                        uid.clone(),
-                        (o.namespace.clone().unwrap_or_default(), o.name.clone()),
-                    );
-                }
-            }
+        self.pod_uids.clear();
+        self.placeholders.clear();
+        let objects: Vec<StoredObjectBuf> = match self.kinds.get(pods) {
+            Some(Some(c)) => c.objects.values().cloned().collect(),
+            _ => Vec::new(),
+        };
+        for o in &objects {
+            self.index_pod(o);
         }
-        self.pod_uids = index;
     }
 }
 
@@ -181,8 +190,8 @@ struct Shared {
     cache: Mutex<Cache>,
     status: RwLock<SyncStatus>,
     changed: Notify,
-    /// Discovery found Koordinator's Reservation API.
-    reservations_served: std::sync::atomic::AtomicBool,
+    /// Discovery found Koordinator's Reservation API (`None` until discovery answered).
+    reservations_served: RwLock<Option<bool>>,
 }
 
 /// One connected cluster's live state. Cheap to clone; the tasks stop when [`LiveCluster::stop`]
@@ -228,7 +237,7 @@ impl LiveCluster {
                 optional_kinds: Vec::new(),
             }),
             changed: Notify::new(),
-            reservations_served: Default::default(),
+            reservations_served: RwLock::new(None),
         });
         let live = LiveCluster {
             shared: shared.clone(),
@@ -277,11 +286,14 @@ impl LiveCluster {
             .unwrap_or_else(|p| p.into_inner().clone())
     }
 
-    /// Whether the API server serves Koordinator's Reservation (known after discovery).
-    pub fn reservations_served(&self) -> bool {
-        self.shared
+    /// Whether the API server serves Koordinator's Reservation; `None` until discovery has
+    /// answered.
+    pub fn reservations_served(&self) -> Option<bool> {
+        *self
+            .shared
             .reservations_served
-            .load(std::sync::atomic::Ordering::Acquire)
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Every required kind has been listed at least once.
@@ -301,6 +313,16 @@ impl LiveCluster {
         pods.objects
             .get(&(ns.clone(), name.clone()))
             .filter(|o| o.uid.as_deref() == Some(uid))
+            .map(|o| o.json.clone())
+    }
+
+    /// The placeholder pod of reservation `name` as the cache holds it (JSON).
+    pub fn placeholder_json(&self, name: &str) -> Option<String> {
+        let cache = self.lock_cache();
+        let (ns, pod) = cache.placeholders.get(name)?;
+        let pods = cache.kinds.get(pods_index())?.as_ref()?;
+        pods.objects
+            .get(&(ns.clone(), pod.clone()))
             .map(|o| o.json.clone())
     }
 
@@ -426,10 +448,9 @@ impl LiveCluster {
                             }
                         }
                     }
-                    self.shared.reservations_served.store(
-                        optional.iter().any(|k| k == "Reservation"),
-                        std::sync::atomic::Ordering::Release,
-                    );
+                    if let Ok(mut served) = self.shared.reservations_served.write() {
+                        *served = Some(optional.iter().any(|k| k == "Reservation"));
+                    }
                     tracing::info!(
                         cluster = %self.shared.name,
                         api_server = %self.shared.connection.api_server,
@@ -547,10 +568,8 @@ impl LiveCluster {
                     if let Some(c) = cache.kinds[i].as_mut() {
                         c.objects.remove(&key);
                     }
-                    if i == pods
-                        && let Some(uid) = &o.metadata.uid
-                    {
-                        cache.pod_uids.remove(uid);
+                    if i == pods {
+                        cache.unindex_pod(o.metadata.uid.as_deref(), Some(&o.json));
                     }
                     cache.touch();
                 }
@@ -723,6 +742,18 @@ impl LiveCluster {
             }
         }
     }
+}
+
+/// The reservation a placeholder pod stands for (its label), from the pod's JSON. Only pods
+/// that mention the label are parsed.
+fn placeholder_of(json: &str) -> Option<String> {
+    if !json.contains(crate::backend::PLACEHOLDER_LABEL) {
+        return None;
+    }
+    let pod: serde_json::Value = serde_json::from_str(json).ok()?;
+    pod["metadata"]["labels"][crate::backend::PLACEHOLDER_LABEL]
+        .as_str()
+        .map(str::to_owned)
 }
 
 fn key_of(o: &StoredObjectBuf) -> (String, String) {

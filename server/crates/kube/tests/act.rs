@@ -208,6 +208,22 @@ async fn scripted_outcomes_map_to_retry_gone_or_blocked() {
     assert_eq!(statuses, [500, 429, 404, 201]);
 }
 
+/// Wait (20 s) until reservation `name` is in `state`.
+async fn state_becomes(b: &KubeBackend, name: &str, state: ReservationState) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let now = b.reservation(CLUSTER, name).await.unwrap();
+        if now.as_ref() == Some(&state) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name}: {now:?}, expected {state:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 fn request(name: &str) -> ReservationRequest {
     ReservationRequest {
         name: name.into(),
@@ -223,7 +239,7 @@ async fn koordinator_reservations_from_create_to_bound_and_released() {
     small(&fake);
     let world = World::start(fake, fast()).await;
     let b = backend(&world, ReservationMode::Auto).await;
-    assert!(world.live.reservations_served());
+    assert_eq!(world.live.reservations_served(), Some(true));
 
     assert_eq!(
         b.reserve(CLUSTER, &request("rebalancer-pm-1"))
@@ -322,7 +338,7 @@ async fn placeholder_pods_hold_room_until_the_replacement_is_seen() {
     small(&fake);
     let world = World::start(fake, fast()).await;
     let b = backend(&world, ReservationMode::Auto).await;
-    assert!(!world.live.reservations_served());
+    assert_eq!(world.live.reservations_served(), Some(false));
 
     assert_eq!(
         b.reserve(CLUSTER, &request("rebalancer-pm-2"))
@@ -357,10 +373,13 @@ async fn placeholder_pods_hold_room_until_the_replacement_is_seen() {
     let mut bound = p.clone();
     bound["spec"]["nodeName"] = json!("n2");
     world.fake.apply(bound);
-    assert_eq!(
-        b.reservation(CLUSTER, "rebalancer-pm-2").await.unwrap(),
-        Some(ReservationState::Scheduled { node: "n2".into() })
-    );
+    // Read from the watch cache: it sees the binding a moment later.
+    state_becomes(
+        &b,
+        "rebalancer-pm-2",
+        ReservationState::Scheduled { node: "n2".into() },
+    )
+    .await;
 
     // Evict; the ReplicaSet's replacement lands on n2.
     assert_eq!(
@@ -422,12 +441,14 @@ async fn placeholder_pods_hold_room_until_the_replacement_is_seen() {
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes: Insufficient cpu"}
     ]});
     world.fake.apply(stuck);
-    assert_eq!(
-        b.reservation(CLUSTER, "rebalancer-pm-3").await.unwrap(),
-        Some(ReservationState::Unschedulable {
-            reason: "0/2 nodes: Insufficient cpu".into()
-        })
-    );
+    state_becomes(
+        &b,
+        "rebalancer-pm-3",
+        ReservationState::Unschedulable {
+            reason: "0/2 nodes: Insufficient cpu".into(),
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -443,6 +464,73 @@ async fn nothing_is_read_before_the_first_sync() {
     // "Not in the cache" must not read as "gone" while nothing was listed.
     match b.pod(CLUSTER, "uid-shop-web-1").await {
         Err(e @ BackendError::Unavailable(_)) => assert!(e.to_string().contains("not synced")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn pods_of_other_schedulers_get_placeholders_and_names_are_not_taken_over() {
+    let fake = FakeApiServer::start_with(&[OptionalGroup::Reservation]).await;
+    small(&fake);
+    let mut plain = pod("shop", "plain", "n1");
+    plain["spec"]["schedulerName"] = json!("default-scheduler");
+    fake.apply(plain);
+    let world = World::start(fake, fast()).await;
+    let b = backend(&world, ReservationMode::Auto).await;
+    world
+        .until("plain in the cache", |w| {
+            w.live.pod_json("uid-shop-plain").is_some()
+        })
+        .await;
+
+    // koord-scheduler would never place a Reservation for a default-scheduler pod.
+    let req = ReservationRequest {
+        pod_uid: "uid-shop-plain".into(),
+        ..request("rebalancer-pm-7")
+    };
+    b.reserve(CLUSTER, &req).await.unwrap();
+    assert!(
+        world
+            .fake
+            .get("v1", "Pod", "shop", "rebalancer-pm-7")
+            .is_some()
+    );
+    assert!(
+        world
+            .fake
+            .get(
+                "scheduling.koordinator.sh/v1alpha1",
+                "Reservation",
+                "",
+                "rebalancer-pm-7"
+            )
+            .is_none()
+    );
+    // Both kinds are looked at and released.
+    assert_eq!(
+        b.reservation(CLUSTER, "rebalancer-pm-7").await.unwrap(),
+        Some(ReservationState::Pending)
+    );
+    b.release(CLUSTER, "rebalancer-pm-7").await.unwrap();
+    assert!(
+        world
+            .fake
+            .get("v1", "Pod", "shop", "rebalancer-pm-7")
+            .is_none()
+    );
+
+    // A Reservation of the same name made for another pod is not ours.
+    b.reserve(CLUSTER, &request("rebalancer-pm-8"))
+        .await
+        .unwrap();
+    let other = ReservationRequest {
+        pod_uid: "uid-shop-web-2".into(),
+        ..request("rebalancer-pm-8")
+    };
+    match b.reserve(CLUSTER, &other).await {
+        Err(BackendError::Invalid(m)) => {
+            assert!(m.contains("not made for pod uid-shop-web-2"), "{m}")
+        }
         other => panic!("{other:?}"),
     }
 }

@@ -123,7 +123,7 @@ async fn optional_kinds_follow_discovery() {
     let world = World::start(plain, fast()).await;
     world.until("synced", |w| w.snapshot().is_some()).await;
     assert!(world.live.status().optional_kinds.is_empty());
-    assert!(!world.live.reservations_served());
+    assert_eq!(world.live.reservations_served(), Some(false));
 
     let koord = FakeApiServer::start_with(&[
         OptionalGroup::Reservation,
@@ -162,7 +162,7 @@ async fn optional_kinds_follow_discovery() {
             "Reservation"
         ]
     );
-    assert!(world.live.reservations_served());
+    assert_eq!(world.live.reservations_served(), Some(true));
 }
 
 #[tokio::test]

@@ -150,6 +150,7 @@ pub fn pod(namespace: &str, name: &str, node: &str) -> Value {
         },
         "spec": {
             "nodeName": node,
+            "schedulerName": "koord-scheduler",
             "containers": [{"name": "c", "image": "nginx",
                 "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]
         },
