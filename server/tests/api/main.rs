@@ -15,6 +15,7 @@ mod clusters;
 mod crash;
 mod docs;
 mod kube;
+mod kube_real;
 mod metrics;
 mod migrations;
 mod policies;

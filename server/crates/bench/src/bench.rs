@@ -672,7 +672,7 @@ fn mentions(document: &Value, plugin: &str) -> bool {
 
 /// The document with every plugin that is not a registered policy left out (DefaultEvictor is
 /// the host's and always stays); returns the names left out.
-fn restrict_to(document: &Value, registered: &[String]) -> (Value, Vec<String>) {
+pub(crate) fn restrict_to(document: &Value, registered: &[String]) -> (Value, Vec<String>) {
     let mut doc = document.clone();
     let mut skipped: Vec<String> = Vec::new();
     let keep =
@@ -728,14 +728,14 @@ fn paired(wasm: &[f64], native: &[f64]) -> Option<Stats> {
 }
 
 /// Peak resident set size of this process (`VmHWM`), Linux only.
-fn peak_rss_bytes() -> Option<u64> {
+pub(crate) fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
 
-fn ms(since: Instant) -> f64 {
+pub(crate) fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
 }
 
@@ -907,12 +907,12 @@ fn print_report(out: &mut impl Write, r: &BenchReport) -> io::Result<()> {
 }
 
 /// A directory removed when dropped.
-struct TempDir {
-    path: PathBuf,
+pub(crate) struct TempDir {
+    pub(crate) path: PathBuf,
 }
 
 impl TempDir {
-    fn new() -> anyhow::Result<TempDir> {
+    pub(crate) fn new() -> anyhow::Result<TempDir> {
         let path = std::env::temp_dir().join(format!(
             "rebalancer-bench-{}-{}",
             std::process::id(),
@@ -938,7 +938,7 @@ impl Drop for TempDir {
 
 /// Byte ranges of the values of a JSON document's top-level keys, found in one streaming pass
 /// (a 420 MB scenario file is never held in memory or parsed here).
-mod scan {
+pub(crate) mod scan {
     use std::io::{self, Read};
     use std::ops::Range;
 
@@ -1153,7 +1153,7 @@ mod scan {
 /// Just enough HTTP/1.1 to drive the server from the bench: one request per connection
 /// (`Connection: close`), bodies streamed from memory or from a range of a file, so a 420 MB
 /// snapshot is sent without holding it in this process.
-mod client {
+pub(crate) mod client {
     use std::fs::File;
     use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
     use std::net::{SocketAddr, TcpStream};

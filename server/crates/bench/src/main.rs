@@ -7,6 +7,8 @@
 //! - [`bench`] (`run`): the real server in-process on `127.0.0.1:0`, a snapshot pushed over HTTP,
 //!   runs through the API, and each built-in policy also run natively ([`native`]) for the
 //!   wasm/native ratio.
+//! - [`kube`] (`kube`): the Kubernetes backend against the fake API server (a child process):
+//!   initial sync, RSS, pod updates → revision, live runs against pushed ones.
 //! - [`ingest`] (`ingest`): parse + snapshot build of a cluster file in-process, no server.
 //! - `generate` (in this file): writes a reference cluster (`small`, `medium`, `large`) to
 //!   `DIR/<size>.json`, byte for byte what the Python generator `gen_large.py` writes
@@ -14,6 +16,7 @@
 
 mod bench;
 mod ingest;
+mod kube;
 mod native;
 
 use std::io::Write as _;
@@ -29,6 +32,9 @@ use rebalancer_sim::reference::{self, Size};
 enum Cli {
     /// Ingest a cluster and run a profile through the API, wasm against native.
     Run(bench::BenchArgs),
+    /// The Kubernetes backend against the fake API server: initial sync, RSS, updates →
+    /// revision, runs on the live cluster against the same file pushed.
+    Kube(kube::KubeArgs),
     /// Parse a cluster file and build its snapshot in-process, without the server.
     Ingest {
         /// A scenario file `{"policy": …, "objects": List}` or a kubectl `List`.
@@ -47,6 +53,7 @@ enum Cli {
 fn main() -> anyhow::Result<()> {
     match Cli::parse() {
         Cli::Run(args) => bench::run(args),
+        Cli::Kube(args) => kube::run(args),
         Cli::Ingest { file } => ingest::run(&file),
         Cli::Generate { size, dir } => generate(size, &dir),
     }

@@ -54,7 +54,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub use live::Clusters;
-pub use objects::{Input, LAST_APPLIED, ObjectSet, StoredObject, StoredObjectBuf, parse_list};
+pub use objects::{
+    Input, LAST_APPLIED, ObjectSet, SharedObject, StoredObject, StoredObjectBuf, parse_list,
+};
 pub use snapshot::{ClusterSnapshot, build_snapshot};
 pub use utilization::{NodeUtilization, ResourceAmounts, ResourcePercentages, node_utilization};
 

@@ -95,6 +95,8 @@ pub(crate) enum Span {
     Input(usize, usize),
     /// An index into the owned texts.
     Owned(usize),
+    /// An index into the shared texts (held by a live cluster's watch cache too).
+    Shared(usize),
 }
 
 /// The text of every object; shared (read-only) by the object set and its snapshots.
@@ -102,6 +104,7 @@ pub(crate) enum Span {
 pub(crate) struct JsonStore {
     input: String,
     owned: Vec<String>,
+    shared: Vec<Arc<str>>,
 }
 
 impl JsonStore {
@@ -109,6 +112,7 @@ impl JsonStore {
         match span {
             Span::Input(start, end) => &self.input[start..end],
             Span::Owned(i) => &self.owned[i],
+            Span::Shared(i) => &self.shared[i],
         }
     }
 }
@@ -169,6 +173,60 @@ impl StoredObject<'_> {
             uid: self.uid.map(str::to_owned),
             json: self.json.to_owned(),
         }
+    }
+}
+
+/// One object of a live cluster (a watch cache): its JSON is shared, not copied, with every
+/// snapshot built from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedObject {
+    pub kind: &'static str,
+    pub api_version: Arc<str>,
+    pub namespace: Option<Box<str>>,
+    pub name: Box<str>,
+    pub uid: Option<Box<str>>,
+    pub json: Arc<str>,
+}
+
+impl SharedObject {
+    /// One object as the Kubernetes API serves it, identified by its head; `json` is kept as
+    /// it is when it holds nothing to trim (managed fields, the last-applied annotation).
+    pub fn from_api_json(
+        kind: &'static str,
+        api_version: Arc<str>,
+        json: Arc<str>,
+    ) -> Result<SharedObject, IngestError> {
+        let (head, trimmed) = read_head(0, &json)?;
+        let meta = head.metadata.as_ref();
+        let name = meta.and_then(|m| m.name.as_deref()).unwrap_or("");
+        let namespace = meta
+            .and_then(|m| m.namespace.as_deref())
+            .filter(|n| !n.is_empty());
+        if name.is_empty() {
+            return Err(IngestError::InvalidObject {
+                index: 0,
+                kind: kind.into(),
+                namespace: namespace.unwrap_or("").into(),
+                name: "".into(),
+                field: "metadata.name".into(),
+                message: "required field is missing".into(),
+            });
+        }
+        let object = SharedObject {
+            kind,
+            api_version,
+            namespace: namespace.map(Into::into),
+            name: name.into(),
+            uid: meta
+                .and_then(|m| m.uid.as_deref())
+                .filter(|u| !u.is_empty())
+                .map(Into::into),
+            json: match trimmed {
+                Some(t) => t.into(),
+                None => json.clone(),
+            },
+        };
+        Ok(object)
     }
 }
 
@@ -254,6 +312,30 @@ impl ObjectSet {
     pub fn find(&self, kind: &str, namespace: &str, name: &str) -> Option<StoredObject<'_>> {
         self.stored_objects()
             .find(|o| o.kind == kind && o.namespace.unwrap_or("") == namespace && o.name == name)
+    }
+
+    /// A set over a live cluster's objects: their JSON is shared, not copied (in the order
+    /// given).
+    pub fn from_shared(
+        objects: impl IntoIterator<Item = SharedObject>,
+    ) -> Result<ObjectSet, IngestError> {
+        let mut b = SetBuilder::default();
+        for (index, o) in objects.into_iter().enumerate() {
+            let slot = b.shared.len();
+            b.shared.push(o.json);
+            b.add(
+                index,
+                Identity {
+                    kind: o.kind,
+                    api_version: &o.api_version,
+                    namespace: o.namespace.as_deref(),
+                    name: &o.name,
+                    uid: o.uid.as_deref(),
+                },
+                Span::Shared(slot),
+            )?;
+        }
+        Ok(b.finish(String::new()))
     }
 
     /// Rebuild a set from what [`ObjectSet::stored_objects`] persisted (at start-up). The JSON
@@ -839,6 +921,7 @@ impl Seen {
 struct SetBuilder {
     entries: Vec<Option<Entry>>,
     owned: Vec<String>,
+    shared: Vec<Arc<str>>,
     by_key: HashMap<String, usize, FxBuild>,
     unknown: BTreeMap<(String, String), Seen>,
     no_namespace: Seen,
@@ -1012,6 +1095,7 @@ impl SetBuilder {
             store: Arc::new(JsonStore {
                 input,
                 owned: self.owned,
+                shared: self.shared,
             }),
             entries: self.entries.into_iter().flatten().collect(),
             warnings: self.warnings,

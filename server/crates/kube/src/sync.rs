@@ -25,7 +25,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use rebalancer_cluster::{self as cluster, ClusterSnapshot, StoredObjectBuf};
+use rebalancer_cluster::{self as cluster, ClusterSnapshot, SharedObject};
 
 use crate::connect::Connection;
 use crate::kinds::{Follow, WATCHED, WatchedKind, optional_groups};
@@ -105,9 +105,9 @@ fn now_ms() -> i64 {
 #[derive(Default)]
 struct KindCache {
     /// (namespace, name) → object, in the API server's list order.
-    objects: BTreeMap<(String, String), StoredObjectBuf>,
+    objects: BTreeMap<(String, String), SharedObject>,
     /// A re-list in progress: replaces `objects` when complete.
-    relisting: Option<BTreeMap<(String, String), StoredObjectBuf>>,
+    relisting: Option<BTreeMap<(String, String), SharedObject>>,
     /// The first list completed.
     synced: bool,
     /// The last error of its watcher, cleared by its next event.
@@ -146,10 +146,13 @@ impl Cache {
         self.last_change = Some(now);
     }
 
-    fn index_pod(&mut self, o: &StoredObjectBuf) {
-        let at = (o.namespace.clone().unwrap_or_default(), o.name.clone());
+    fn index_pod(&mut self, o: &SharedObject) {
+        let at = (
+            o.namespace.as_deref().unwrap_or_default().to_owned(),
+            o.name.to_string(),
+        );
         if let Some(uid) = &o.uid {
-            self.pod_uids.insert(uid.clone(), at.clone());
+            self.pod_uids.insert(uid.to_string(), at.clone());
         }
         if let Some(reservation) = placeholder_of(&o.json) {
             self.placeholders.insert(reservation, at);
@@ -168,7 +171,7 @@ impl Cache {
     fn reindex_pods(&mut self, pods: usize) {
         self.pod_uids.clear();
         self.placeholders.clear();
-        let objects: Vec<StoredObjectBuf> = match self.kinds.get(pods) {
+        let objects: Vec<SharedObject> = match self.kinds.get(pods) {
             Some(Some(c)) => c.objects.values().cloned().collect(),
             _ => Vec::new(),
         };
@@ -313,7 +316,7 @@ impl LiveCluster {
         pods.objects
             .get(&(ns.clone(), name.clone()))
             .filter(|o| o.uid.as_deref() == Some(uid))
-            .map(|o| o.json.clone())
+            .map(|o| o.json.to_string())
     }
 
     /// The placeholder pod of reservation `name` as the cache holds it (JSON).
@@ -323,7 +326,7 @@ impl LiveCluster {
         let pods = cache.kinds.get(pods_index())?.as_ref()?;
         pods.objects
             .get(&(ns.clone(), pod.clone()))
-            .map(|o| o.json.clone())
+            .map(|o| o.json.to_string())
     }
 
     /// The object `kind` `namespace/name` as the cache holds it (JSON).
@@ -333,7 +336,7 @@ impl LiveCluster {
         let objects = &cache.kinds.get(index)?.as_ref()?.objects;
         objects
             .get(&(namespace.to_owned(), name.to_owned()))
-            .map(|o| o.json.clone())
+            .map(|o| o.json.to_string())
     }
 
     fn set_state(&self, state: ConnectionState, message: Option<String>) {
@@ -491,13 +494,18 @@ impl LiveCluster {
         }
     }
 
-    fn object_of(kind: &WatchedKind, o: &LeanObject) -> Option<StoredObjectBuf> {
-        StoredObjectBuf::from_api_json(kind.kind, &kind.api_version(), &o.json)
+    fn object_of(
+        kind: &WatchedKind,
+        api_version: &Arc<str>,
+        o: &LeanObject,
+    ) -> Option<SharedObject> {
+        SharedObject::from_api_json(kind.kind, api_version.clone(), o.json.clone())
             .map_err(|e| tracing::warn!(kind = kind.kind, error = %e, "object skipped"))
             .ok()
     }
 
     async fn watch(self, i: usize, kind: WatchedKind) {
+        let api_version: Arc<str> = kind.api_version().into();
         let api: Api<LeanObject> = Api::all_with(self.client(), &kind.api_resource());
         let config = watcher::Config::default().page_size(500);
         let mut events = watcher(api, config).default_backoff().boxed();
@@ -529,9 +537,10 @@ impl LiveCluster {
                     }
                 }
                 watcher::Event::InitApply(o) => {
-                    if let (Some(c), Some(o)) =
-                        (cache.kinds[i].as_mut(), Self::object_of(&kind, &o))
-                        && let Some(buf) = c.relisting.as_mut()
+                    if let (Some(c), Some(o)) = (
+                        cache.kinds[i].as_mut(),
+                        Self::object_of(&kind, &api_version, &o),
+                    ) && let Some(buf) = c.relisting.as_mut()
                     {
                         buf.insert(key_of(&o), o);
                     }
@@ -550,7 +559,7 @@ impl LiveCluster {
                     cache.touch();
                 }
                 watcher::Event::Apply(o) => {
-                    if let Some(o) = Self::object_of(&kind, &o) {
+                    if let Some(o) = Self::object_of(&kind, &api_version, &o) {
                         if i == pods {
                             cache.index_pod(&o);
                         }
@@ -583,6 +592,7 @@ impl LiveCluster {
     }
 
     async fn poll(self, i: usize, kind: WatchedKind) {
+        let api_version: Arc<str> = kind.api_version().into();
         let api: Api<LeanObject> = Api::all_with(self.client(), &kind.api_resource());
         loop {
             match api.list(&ListParams::default()).await {
@@ -590,7 +600,7 @@ impl LiveCluster {
                     let objects: BTreeMap<_, _> = list
                         .items
                         .iter()
-                        .filter_map(|o| Self::object_of(&kind, o))
+                        .filter_map(|o| Self::object_of(&kind, &api_version, o))
                         .map(|o| (key_of(&o), o))
                         .collect();
                     self.kind_error(i, None, false);
@@ -678,7 +688,7 @@ impl LiveCluster {
                 }
                 Some(_) => {}
             }
-            let objects: Vec<StoredObjectBuf> = {
+            let objects: Vec<SharedObject> = {
                 let mut cache = self.lock_cache();
                 cache.dirty_since = None;
                 cache.last_change = None;
@@ -692,12 +702,10 @@ impl LiveCluster {
             let revision = sink.next_revision();
             let time_ms = now_ms();
             let started = Instant::now();
+            // The snapshot keeps the cache's JSON (shared, not copied or compressed).
             let built = tokio::task::spawn_blocking(move || {
-                let set = cluster::ObjectSet::from_stored(objects)?;
-                let mut snapshot = cluster::build_snapshot(&set, revision, time_ms)?;
-                drop(set);
-                snapshot.compact_json();
-                Ok::<_, cluster::IngestError>(snapshot)
+                let set = cluster::ObjectSet::from_shared(objects)?;
+                cluster::build_snapshot(&set, revision, time_ms)
             })
             .await;
             let snapshot = match built {
@@ -756,6 +764,9 @@ fn placeholder_of(json: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn key_of(o: &StoredObjectBuf) -> (String, String) {
-    (o.namespace.clone().unwrap_or_default(), o.name.clone())
+fn key_of(o: &SharedObject) -> (String, String) {
+    (
+        o.namespace.as_deref().unwrap_or_default().to_owned(),
+        o.name.to_string(),
+    )
 }
