@@ -55,6 +55,38 @@ impl SnapshotBuilder {
         &self.snapshot
     }
 
+    /// [`SnapshotBuilder::finish`] that keeps the string table for the next snapshot: the
+    /// tables are moved out, the strings copied. A builder reused this way hands out the same
+    /// id for a string in every snapshot, so rows converted once can be reused (live clusters);
+    /// strings of objects gone stay in the table until the builder is replaced.
+    pub fn finish_keeping(&mut self) -> Snapshot {
+        let snapshot = &mut self.snapshot;
+        let tables = Snapshot {
+            layout_version: snapshot.layout_version,
+            revision: snapshot.revision,
+            time_ms: snapshot.time_ms,
+            strings: snapshot.strings.clone(),
+            strings_sorted: Vec::new(),
+            nodes: std::mem::take(&mut snapshot.nodes),
+            pods: std::mem::take(&mut snapshot.pods),
+            owners: Vec::new(),
+            namespaces: std::mem::take(&mut snapshot.namespaces),
+            pdbs: std::mem::take(&mut snapshot.pdbs),
+            priority_classes: std::mem::take(&mut snapshot.priority_classes),
+            pvcs: std::mem::take(&mut snapshot.pvcs),
+        };
+        SnapshotBuilder {
+            snapshot: tables,
+            interned: HashMap::new(),
+        }
+        .finish()
+    }
+
+    /// How many strings the table holds.
+    pub fn string_count(&self) -> usize {
+        self.snapshot.strings.len()
+    }
+
     /// Resolve references and sort the string index. Pods' `node` is looked up from `node_name`
     /// (first node with that name wins) and `owner` from their first ownerRef.
     pub fn finish(mut self) -> Snapshot {

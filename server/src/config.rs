@@ -177,8 +177,7 @@ pub struct ServeArgs {
     pub kube_debounce: String,
 
     /// ...or this long after the first change not in a revision yet, whichever comes first
-    /// (Go duration). On very large, busy clusters raise it: each revision rebuilds the
-    /// snapshot (≈ 2.5 s of one core for 150,000 pods).
+    /// (Go duration).
     #[arg(long, env = "REBALANCER_KUBE_MAX_DELAY", default_value = "1s")]
     pub kube_max_delay: String,
 }

@@ -106,6 +106,20 @@ pub(crate) struct Ctx<'s> {
 }
 
 impl<'s> Ctx<'s> {
+    /// A context that interns into `builder` (kept across live revisions) instead of a new one.
+    pub fn with_builder(mut builder: SnapshotBuilder, revision: u64, time_ms: i64) -> Self {
+        let tables = builder.snapshot_mut();
+        tables.revision = revision;
+        tables.time_ms = time_ms;
+        Ctx {
+            builder,
+            cache: HashMap::with_capacity_and_hasher(1 << 10, FxBuild::default()),
+            time_ms,
+            missing_creation: Vec::new(),
+            pdb_without_status: Vec::new(),
+        }
+    }
+
     pub fn new(revision: u64, time_ms: i64) -> Self {
         Ctx {
             builder: SnapshotBuilder::new(revision, time_ms),

@@ -57,7 +57,7 @@ pub use live::Clusters;
 pub use objects::{
     Input, LAST_APPLIED, ObjectSet, SharedObject, StoredObject, StoredObjectBuf, parse_list,
 };
-pub use snapshot::{ClusterSnapshot, build_snapshot};
+pub use snapshot::{ClusterSnapshot, LiveRows, build_snapshot};
 pub use utilization::{NodeUtilization, ResourceAmounts, ResourcePercentages, node_utilization};
 
 /// The document format of an ingested snapshot.

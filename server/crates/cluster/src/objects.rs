@@ -115,6 +115,14 @@ impl JsonStore {
             Span::Shared(i) => &self.shared[i],
         }
     }
+
+    /// The shared text behind `span`, if it is shared.
+    pub(crate) fn shared(&self, span: Span) -> Option<&Arc<str>> {
+        match span {
+            Span::Shared(i) => self.shared.get(i),
+            _ => None,
+        }
+    }
 }
 
 /// One object of the set.

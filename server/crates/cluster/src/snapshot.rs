@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use rebalancer_policy_sdk::build::SnapshotBuilder;
 use rebalancer_policy_sdk::evictor::ClusterIndex;
 use rebalancer_policy_sdk::model::{self, NONE, Section};
 use rebalancer_policy_sdk::view::Cluster;
@@ -314,65 +315,120 @@ pub fn build_snapshot(
     time_ms: i64,
 ) -> Result<ClusterSnapshot, IngestError> {
     let mut ctx = Ctx::new(revision, time_ms);
-    let mut spans: [Vec<Span>; 6] = Default::default();
-    let modelled: Vec<(&Entry, ObjectKind)> = objects
-        .entries
-        .iter()
-        .filter_map(|e| match e.kind {
-            Kind::Known(k) => Some((e, k)),
-            Kind::Other(_) => None,
-        })
-        .collect();
+    let modelled = modelled(objects);
+    reserve_tables(&mut ctx, &modelled);
     let store = &*objects.store;
-    // Size the tables up front: no reallocation (and no transient double copy) of 100 MB+ tables.
-    let mut per_kind = [0usize; 6];
-    for &(_, kind) in &modelled {
-        per_kind[kind.table()] += 1;
-    }
-    {
-        let tables = ctx.builder.snapshot_mut();
-        tables
-            .nodes
-            .reserve_exact(per_kind[ObjectKind::Node.table()]);
-        tables.pods.reserve_exact(per_kind[ObjectKind::Pod.table()]);
-        tables
-            .pdbs
-            .reserve_exact(per_kind[ObjectKind::PodDisruptionBudget.table()]);
-        tables
-            .namespaces
-            .reserve_exact(per_kind[ObjectKind::Namespace.table()]);
-        tables
-            .priority_classes
-            .reserve_exact(per_kind[ObjectKind::PriorityClass.table()]);
-        tables
-            .pvcs
-            .reserve_exact(per_kind[ObjectKind::PersistentVolumeClaim.table()]);
-    }
-    for (spans, n) in spans.iter_mut().zip(per_kind) {
-        spans.reserve_exact(n);
-    }
-
+    let mut spans = spans_for(&modelled);
     for &(entry, kind) in &modelled {
         decode_entry(kind, store.get(entry.span))
             .and_then(|d| convert_entry(&mut ctx, &d, &entry.namespace))
             .map_err(|e| invalid(entry, e))?;
         spans[kind.table()].push(entry.span);
     }
+    let Ctx {
+        builder,
+        missing_creation,
+        pdb_without_status,
+        ..
+    } = ctx;
+    let model = builder.finish();
+    let snapshot = assemble(
+        objects,
+        &modelled,
+        &model,
+        spans,
+        &missing_creation,
+        &pdb_without_status,
+    );
+    free_aside(model);
+    snapshot
+}
 
+/// Freeing millions of small allocations takes a few hundred ms on large clusters: do it off
+/// the caller's path when there is much to free.
+fn free_aside(model: model::Snapshot) {
+    if model.pods.len() >= FREE_ASIDE_MIN_PODS {
+        let _ = std::thread::Builder::new()
+            .name("snapshot-free".into())
+            .spawn(move || drop(model));
+    }
+}
+
+/// The modelled objects of a set, in its order.
+fn modelled(objects: &ObjectSet) -> Vec<(&Entry, ObjectKind)> {
+    objects
+        .entries
+        .iter()
+        .filter_map(|e| match e.kind {
+            Kind::Known(k) => Some((e, k)),
+            Kind::Other(_) => None,
+        })
+        .collect()
+}
+
+fn per_kind(modelled: &[(&Entry, ObjectKind)]) -> [usize; 6] {
+    let mut per_kind = [0usize; 6];
+    for &(_, kind) in modelled {
+        per_kind[kind.table()] += 1;
+    }
+    per_kind
+}
+
+fn spans_for(modelled: &[(&Entry, ObjectKind)]) -> [Vec<Span>; 6] {
+    let mut spans: [Vec<Span>; 6] = Default::default();
+    for (spans, n) in spans.iter_mut().zip(per_kind(modelled)) {
+        spans.reserve_exact(n);
+    }
+    spans
+}
+
+/// Size the tables up front: no reallocation (and no transient double copy) of 100 MB+ tables.
+fn reserve_tables(ctx: &mut Ctx<'_>, modelled: &[(&Entry, ObjectKind)]) {
+    let per_kind = per_kind(modelled);
+    let tables = ctx.builder.snapshot_mut();
+    tables
+        .nodes
+        .reserve_exact(per_kind[ObjectKind::Node.table()]);
+    tables.pods.reserve_exact(per_kind[ObjectKind::Pod.table()]);
+    tables
+        .pdbs
+        .reserve_exact(per_kind[ObjectKind::PodDisruptionBudget.table()]);
+    tables
+        .namespaces
+        .reserve_exact(per_kind[ObjectKind::Namespace.table()]);
+    tables
+        .priority_classes
+        .reserve_exact(per_kind[ObjectKind::PriorityClass.table()]);
+    tables
+        .pvcs
+        .reserve_exact(per_kind[ObjectKind::PersistentVolumeClaim.table()]);
+}
+
+/// Warnings, the archive and the snapshot handle, from the finished model.
+fn assemble(
+    objects: &ObjectSet,
+    modelled: &[(&Entry, ObjectKind)],
+    snapshot: &model::Snapshot,
+    spans: [Vec<Span>; 6],
+    missing_creation: &[String],
+    pdb_without_status: &[String],
+) -> Result<ClusterSnapshot, IngestError> {
+    let store = &*objects.store;
+    let (revision, time_ms) = (snapshot.revision, snapshot.time_ms);
     let mut warnings = objects.warnings().to_vec();
-    if !ctx.missing_creation.is_empty() {
-        let n = ctx.missing_creation.len();
+    if !missing_creation.is_empty() {
+        let n = missing_creation.len();
         warnings.push(IngestWarning::new(
             WarningCode::MissingCreationTimestamp,
             n,
             format!(
                 "{n} pod(s) have no metadata.creationTimestamp; their age counts from the \
                  snapshot time: {}",
-                sample_list(ctx.missing_creation.iter().map(String::as_str), n)
+                sample_list(missing_creation.iter().map(String::as_str), n)
             ),
         ));
     }
-    for pdb in &ctx.pdb_without_status {
+    for pdb in pdb_without_status {
         warnings.push(IngestWarning::new(
             WarningCode::PdbWithoutStatus,
             1,
@@ -383,23 +439,14 @@ pub fn build_snapshot(
         ));
     }
 
-    let snapshot = ctx.builder.finish();
-    warnings.extend(missing_node_warnings(&snapshot));
+    warnings.extend(missing_node_warnings(snapshot));
     // `model::to_bytes` with every section on a page boundary (so that guests can map it),
     // written into a buffer sized up front (the archive
     // is about a quarter of the JSON): no growth by copying a 100 MB buffer.
     let json_len: usize = modelled.iter().map(|(e, _)| store.get(e.span).len()).sum();
     let buffer = model::ArchiveBuffer::with_capacity(json_len / 4 + 4096);
-    let archive = model::to_bytes_aligned(&snapshot, buffer, model::MAP_ALIGN)
+    let archive = model::to_bytes_aligned(snapshot, buffer, model::MAP_ALIGN)
         .map_err(|e| IngestError::Archive(e.to_string()))?;
-    // Freeing millions of small allocations takes a few hundred ms on large clusters: do it
-    // off the caller's path when there is much to free.
-    if snapshot.pods.len() >= FREE_ASIDE_MIN_PODS {
-        let _ = std::thread::Builder::new()
-            .name("snapshot-free".into())
-            .spawn(move || drop(snapshot));
-    }
-
     Ok(ClusterSnapshot {
         revision,
         time_ms,
@@ -412,6 +459,171 @@ pub fn build_snapshot(
         },
         index: OnceLock::new(),
     })
+}
+
+/// Snapshot builds of a live cluster that convert only what changed.
+///
+/// Each build keeps its model tables and the JSON they were converted from. The next build of
+/// [`ObjectSet::from_shared`] objects moves the row of every object whose JSON is the very same
+/// shared text (same pointer, kept alive by the previous set) into the new tables instead of
+/// decoding it again, and decodes the others; strings are interned into one table kept across
+/// builds, so moved rows stay valid. The result holds the same rows in the same order as
+/// [`build_snapshot`] of the same set; only string ids may differ (interning order). Strings of
+/// objects gone stay in the table until as many rows were converted as the cluster holds
+/// objects; then the next build starts a new table. Pods without a creation timestamp (their
+/// age counts from the snapshot time) are always converted again.
+#[derive(Default)]
+pub struct LiveRows {
+    builder: SnapshotBuilder,
+    previous: Option<Previous>,
+    /// Rows converted since the string table was started.
+    converted: usize,
+}
+
+/// The last build's tables, and where each reusable row is in them.
+struct Previous {
+    tables: model::Snapshot,
+    /// JSON pointer → (kind, row in its table, PDB without status).
+    rows: std::collections::HashMap<usize, (ObjectKind, u32, Option<String>), convert::FxBuild>,
+    /// Keeps every pointer above alive (so none can be reused by another object's JSON).
+    _store: Arc<JsonStore>,
+}
+
+fn json_key(json: &Arc<str>) -> usize {
+    Arc::as_ptr(json) as *const u8 as usize
+}
+
+impl LiveRows {
+    /// Rows decoded and converted since the string table was started (the rest were reused).
+    pub fn rows_converted(&self) -> usize {
+        self.converted
+    }
+
+    /// Build the snapshot of `objects` (a set of shared objects), reusing unchanged rows.
+    pub fn build(
+        &mut self,
+        objects: &ObjectSet,
+        revision: u64,
+        time_ms: i64,
+    ) -> Result<ClusterSnapshot, IngestError> {
+        let modelled = modelled(objects);
+        if self.converted > modelled.len().max(1024) {
+            // Enough churn that the table may hold as many dead strings as live ones.
+            *self = LiveRows::default();
+        }
+        let mut previous = self.previous.take();
+        let builder = std::mem::take(&mut self.builder);
+        let builder = if builder.string_count() == 0 {
+            SnapshotBuilder::new(revision, time_ms)
+        } else {
+            builder
+        };
+        let mut ctx = Ctx::with_builder(builder, revision, time_ms);
+        reserve_tables(&mut ctx, &modelled);
+        let store = &*objects.store;
+        let mut spans = spans_for(&modelled);
+        let mut pdb_without_status = Vec::new();
+        let mut rows = std::collections::HashMap::with_capacity_and_hasher(
+            modelled.len(),
+            convert::FxBuild::default(),
+        );
+        let result = (|| {
+            for &(entry, kind) in &modelled {
+                let shared = store.shared(entry.span);
+                let key = shared.map(json_key);
+                let reused = match (&mut previous, key) {
+                    (Some(prev), Some(key)) => match prev.rows.get(&key) {
+                        Some((k, row, no_status)) if *k == kind => {
+                            let index = move_row(&mut prev.tables, &mut ctx, kind, *row as usize);
+                            if let Some(p) = no_status {
+                                pdb_without_status.push(p.clone());
+                            }
+                            rows.insert(key, (kind, index, no_status.clone()));
+                            true
+                        }
+                        _ => false,
+                    },
+                    _ => false,
+                };
+                if !reused {
+                    let missing_before = ctx.missing_creation.len();
+                    let pdbs_before = ctx.pdb_without_status.len();
+                    decode_entry(kind, store.get(entry.span))
+                        .and_then(|d| convert_entry(&mut ctx, &d, &entry.namespace))
+                        .map_err(|e| invalid(entry, e))?;
+                    self.converted += 1;
+                    let no_status = ctx.pdb_without_status.get(pdbs_before).cloned();
+                    if let Some(p) = &no_status {
+                        pdb_without_status.push(p.clone());
+                    }
+                    let time_dependent = ctx.missing_creation.len() > missing_before;
+                    if let (Some(key), false) = (key, time_dependent) {
+                        let index = table_len(&mut ctx, kind) - 1;
+                        rows.insert(key, (kind, index, no_status));
+                    }
+                }
+                spans[kind.table()].push(entry.span);
+            }
+            Ok(())
+        })();
+        let missing_creation = std::mem::take(&mut ctx.missing_creation);
+        self.builder = ctx.builder;
+        // The previous tables are spent (their reused rows were moved out).
+        if let Some(prev) = previous {
+            free_aside(prev.tables);
+        }
+        if let Err(e) = result {
+            // Half-built tables must not leak into the next build.
+            *self = LiveRows::default();
+            return Err(e);
+        }
+        let model = self.builder.finish_keeping();
+        let snapshot = assemble(
+            objects,
+            &modelled,
+            &model,
+            spans,
+            &missing_creation,
+            &pdb_without_status,
+        )?;
+        self.previous = Some(Previous {
+            tables: model,
+            rows,
+            _store: objects.store.clone(),
+        });
+        Ok(snapshot)
+    }
+}
+
+/// Move row `index` of `kind` from `from` to the end of the tables being built; its new index.
+fn move_row(from: &mut model::Snapshot, ctx: &mut Ctx<'_>, kind: ObjectKind, index: usize) -> u32 {
+    let to = ctx.builder.snapshot_mut();
+    fn take<T: Default>(from: &mut [T], index: usize, to: &mut Vec<T>) -> u32 {
+        to.push(std::mem::take(&mut from[index]));
+        (to.len() - 1) as u32
+    }
+    match kind {
+        ObjectKind::Node => take(&mut from.nodes, index, &mut to.nodes),
+        ObjectKind::Pod => take(&mut from.pods, index, &mut to.pods),
+        ObjectKind::PodDisruptionBudget => take(&mut from.pdbs, index, &mut to.pdbs),
+        ObjectKind::Namespace => take(&mut from.namespaces, index, &mut to.namespaces),
+        ObjectKind::PriorityClass => {
+            take(&mut from.priority_classes, index, &mut to.priority_classes)
+        }
+        ObjectKind::PersistentVolumeClaim => take(&mut from.pvcs, index, &mut to.pvcs),
+    }
+}
+
+fn table_len(ctx: &mut Ctx<'_>, kind: ObjectKind) -> u32 {
+    let t = ctx.builder.snapshot_mut();
+    (match kind {
+        ObjectKind::Node => t.nodes.len(),
+        ObjectKind::Pod => t.pods.len(),
+        ObjectKind::PodDisruptionBudget => t.pdbs.len(),
+        ObjectKind::Namespace => t.namespaces.len(),
+        ObjectKind::PriorityClass => t.priority_classes.len(),
+        ObjectKind::PersistentVolumeClaim => t.pvcs.len(),
+    }) as u32
 }
 
 /// One warning per missing node, naming a few of the pods bound to it.

@@ -660,6 +660,8 @@ impl LiveCluster {
 
     async fn build_loop(self, sink: Arc<dyn SnapshotSink>) {
         let options = self.shared.options.clone();
+        // Rows of unchanged objects are reused from one revision to the next.
+        let mut rows = Some(cluster::LiveRows::default());
         loop {
             // Wait for a change, then for quiet (or the longest delay).
             let wait = {
@@ -703,14 +705,25 @@ impl LiveCluster {
             let time_ms = now_ms();
             let started = Instant::now();
             // The snapshot keeps the cache's JSON (shared, not copied or compressed).
+            let mut live_rows = rows.take().unwrap_or_default();
             let built = tokio::task::spawn_blocking(move || {
-                let set = cluster::ObjectSet::from_shared(objects)?;
-                cluster::build_snapshot(&set, revision, time_ms)
+                let converted = live_rows.rows_converted();
+                let snapshot = cluster::ObjectSet::from_shared(objects)
+                    .and_then(|set| live_rows.build(&set, revision, time_ms));
+                let converted = live_rows.rows_converted().saturating_sub(converted);
+                (live_rows, snapshot, converted)
             })
             .await;
-            let snapshot = match built {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
+            let (snapshot, converted) = match built {
+                Ok((live_rows, snapshot, converted)) => {
+                    rows = Some(live_rows);
+                    (snapshot, converted)
+                }
+                Err(e) => (Err(cluster::IngestError::Archive(e.to_string())), 0),
+            };
+            let snapshot = match snapshot {
+                Ok(s) => s,
+                Err(e) => {
                     tracing::error!(cluster = %self.shared.name, error = %e, "snapshot build failed");
                     self.set_state(
                         ConnectionState::Disconnected,
@@ -718,10 +731,6 @@ impl LiveCluster {
                             "the cluster's objects do not build a snapshot: {e}"
                         )),
                     );
-                    continue;
-                }
-                Err(e) => {
-                    tracing::error!(cluster = %self.shared.name, error = %e, "snapshot build task failed");
                     continue;
                 }
             };
@@ -734,12 +743,15 @@ impl LiveCluster {
                 Ok(()) => {
                     tracing::info!(
                         cluster = %self.shared.name, revision, nodes, pods, build_ms,
-                        "cluster revision installed"
+                        rows_converted = converted, "cluster revision installed"
                     );
                     if let Ok(mut status) = self.shared.status.write() {
                         status.last_sync_ms = Some(now_ms());
                         status.revision = Some(revision);
                     }
+                    // A revision frees the previous one's tables (hundreds of MB on a large
+                    // cluster): hand the freed pages back to the system.
+                    let _ = tokio::task::spawn_blocking(release_free_memory).await;
                 }
                 Err(e) => {
                     tracing::error!(cluster = %self.shared.name, error = %e, "installing a revision failed");
@@ -749,6 +761,15 @@ impl LiveCluster {
                 }
             }
         }
+    }
+}
+
+/// Return freed heap memory to the system (glibc keeps it in its arenas otherwise).
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the allocator's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
