@@ -592,9 +592,9 @@ impl Backend for KubeBackend {
         uid: &str,
     ) -> Result<EvictionCheck, BackendError> {
         self.synced()?;
-        let Some(pod) = self.cached_pod(uid) else {
+        if self.live.pod_json(uid).is_none() {
             return Ok(EvictionCheck::PodNotFound);
-        };
+        }
         let snapshot = self.clusters.get(self.live.name()).ok_or_else(|| {
             BackendError::Unavailable(format!("cluster {} has no snapshot yet", self.live.name()))
         })?;
@@ -635,7 +635,6 @@ impl Backend for KubeBackend {
             .and_then(|j| serde_json::from_str(&j).ok())
             .unwrap_or(Value::Null);
         let allowed = pdb["status"]["disruptionsAllowed"].as_i64().unwrap_or(0);
-        let _ = pod;
         Ok(if allowed >= 1 {
             EvictionCheck::Allowed { pdb: Some(display) }
         } else {

@@ -74,11 +74,6 @@ impl WatchedKind {
         }
     }
 
-    /// `group/version` as discovery names it (`""` group is the core API).
-    pub fn group_version(&self) -> String {
-        self.api_version()
-    }
-
     pub fn api_resource(&self) -> ApiResource {
         ApiResource {
             group: self.group.to_owned(),
@@ -155,9 +150,6 @@ pub const WATCHED: [WatchedKind; 11] = [
         Follow::Watch,
     ),
 ];
-
-/// The group/version of Koordinator's Reservation.
-pub const RESERVATION_GROUP_VERSION: &str = "scheduling.koordinator.sh/v1alpha1";
 
 /// The optional groups discovery is asked about.
 pub fn optional_groups() -> Vec<&'static str> {
