@@ -105,70 +105,11 @@ impl Store {
         state: &NewClusterState<'_>,
         objects: impl ExactSizeIterator<Item = ObjectRow<'a>> + Send,
     ) -> Result<(ClusterRecord, bool), StoreError> {
-        let now = now_ms();
-        let counts = to_json("object counts", state.counts)?;
-        let warnings = to_json("warnings", state.warnings)?;
         let object_count = i64::try_from(objects.len()).unwrap_or(i64::MAX);
-
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let existing: Option<i64> = sqlx::query_scalar("SELECT id FROM clusters WHERE name = ?")
-            .bind(state.name)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let created = existing.is_none();
-        let id =
-            match existing {
-                Some(id) => {
-                    sqlx::query(
-                        "UPDATE clusters SET backend = ?, revision = ?, snapshot_time_ms = ?, \
-                     node_count = ?, pod_count = ?, object_count = ?, counts = ?, warnings = ?, \
-                     updated_at = ? WHERE id = ?",
-                    )
-                    .bind(state.backend)
-                    .bind(state.revision)
-                    .bind(state.snapshot_time_ms)
-                    .bind(state.node_count)
-                    .bind(state.pod_count)
-                    .bind(object_count)
-                    .bind(&counts)
-                    .bind(&warnings)
-                    .bind(now)
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-                    sqlx::query("DELETE FROM cluster_objects WHERE cluster_id = ?")
-                        .bind(id)
-                        .execute(&mut *tx)
-                        .await?;
-                    id
-                }
-                None => sqlx::query_scalar(
-                    "INSERT INTO clusters (name, backend, revision, snapshot_time_ms, node_count, \
-                     pod_count, object_count, counts, warnings, created_at, updated_at) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                )
-                .bind(state.name)
-                .bind(state.backend)
-                .bind(state.revision)
-                .bind(state.snapshot_time_ms)
-                .bind(state.node_count)
-                .bind(state.pod_count)
-                .bind(object_count)
-                .bind(&counts)
-                .bind(&warnings)
-                .bind(now)
-                .bind(now)
-                .fetch_one(&mut *tx)
-                .await?,
-            };
+        let (id, created) = upsert_summary(&mut tx, state, object_count).await?;
         insert_objects(&mut tx, id, objects).await?;
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {CLUSTER_COLUMNS} FROM clusters WHERE id = ?"
-        )))
-        .bind(id)
-        .fetch_one(&mut *tx)
-        .await?;
-        let record = cluster_from_row(&row)?;
+        let record = cluster_by_id(&mut tx, id).await?;
         tx.commit().await?;
         Ok((record, created))
     }
@@ -181,45 +122,9 @@ impl Store {
         state: &NewClusterState<'_>,
         object_count: i64,
     ) -> Result<ClusterRecord, StoreError> {
-        let now = now_ms();
-        let counts = to_json("object counts", state.counts)?;
-        let warnings = to_json("warnings", state.warnings)?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO clusters (name, backend, revision, snapshot_time_ms, node_count, \
-             pod_count, object_count, counts, warnings, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
-             ON CONFLICT (name) DO UPDATE SET backend = excluded.backend, \
-             revision = excluded.revision, snapshot_time_ms = excluded.snapshot_time_ms, \
-             node_count = excluded.node_count, pod_count = excluded.pod_count, \
-             object_count = excluded.object_count, counts = excluded.counts, \
-             warnings = excluded.warnings, updated_at = excluded.updated_at \
-             RETURNING id",
-        )
-        .bind(state.name)
-        .bind(state.backend)
-        .bind(state.revision)
-        .bind(state.snapshot_time_ms)
-        .bind(state.node_count)
-        .bind(state.pod_count)
-        .bind(object_count)
-        .bind(&counts)
-        .bind(&warnings)
-        .bind(now)
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await?;
-        sqlx::query("DELETE FROM cluster_objects WHERE cluster_id = ?")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {CLUSTER_COLUMNS} FROM clusters WHERE id = ?"
-        )))
-        .bind(id)
-        .fetch_one(&mut *tx)
-        .await?;
-        let record = cluster_from_row(&row)?;
+        let (id, _) = upsert_summary(&mut tx, state, object_count).await?;
+        let record = cluster_by_id(&mut tx, id).await?;
         tx.commit().await?;
         Ok(record)
     }
@@ -275,6 +180,65 @@ impl Store {
             .await?;
         Ok(max)
     }
+}
+
+/// Create or update a cluster's summary row and delete its stored objects; its id and whether
+/// it was created.
+async fn upsert_summary(
+    tx: &mut Transaction<'_, Sqlite>,
+    state: &NewClusterState<'_>,
+    object_count: i64,
+) -> Result<(i64, bool), StoreError> {
+    let now = now_ms();
+    let counts = to_json("object counts", state.counts)?;
+    let warnings = to_json("warnings", state.warnings)?;
+    let created = sqlx::query_scalar::<_, i64>("SELECT id FROM clusters WHERE name = ?")
+        .bind(state.name)
+        .fetch_optional(&mut **tx)
+        .await?
+        .is_none();
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO clusters (name, backend, revision, snapshot_time_ms, node_count, \
+         pod_count, object_count, counts, warnings, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+         ON CONFLICT (name) DO UPDATE SET backend = excluded.backend, \
+         revision = excluded.revision, snapshot_time_ms = excluded.snapshot_time_ms, \
+         node_count = excluded.node_count, pod_count = excluded.pod_count, \
+         object_count = excluded.object_count, counts = excluded.counts, \
+         warnings = excluded.warnings, updated_at = excluded.updated_at \
+         RETURNING id",
+    )
+    .bind(state.name)
+    .bind(state.backend)
+    .bind(state.revision)
+    .bind(state.snapshot_time_ms)
+    .bind(state.node_count)
+    .bind(state.pod_count)
+    .bind(object_count)
+    .bind(&counts)
+    .bind(&warnings)
+    .bind(now)
+    .bind(now)
+    .fetch_one(&mut **tx)
+    .await?;
+    sqlx::query("DELETE FROM cluster_objects WHERE cluster_id = ?")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok((id, created))
+}
+
+async fn cluster_by_id(
+    tx: &mut Transaction<'_, Sqlite>,
+    id: i64,
+) -> Result<ClusterRecord, StoreError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {CLUSTER_COLUMNS} FROM clusters WHERE id = ?"
+    )))
+    .bind(id)
+    .fetch_one(&mut **tx)
+    .await?;
+    cluster_from_row(&row)
 }
 
 async fn insert_objects<'a>(
