@@ -157,6 +157,77 @@ async fn evictions_of(database: &Path, uid: &str) -> i64 {
     .0
 }
 
+/// Store `profile` as `lifetime`, run it on `cluster`, approve the decision for pod `uid`
+/// (the process may abort before answering: the approval is committed before the executor is
+/// woken, so the pod migration exists either way; an answer that comes must be a success).
+/// Returns the decision id.
+pub async fn propose_and_approve(base: &str, cluster: &str, profile: Value, uid: &str) -> i64 {
+    call(
+        base,
+        reqwest::Method::PUT,
+        "/api/v1/profiles/lifetime",
+        Some(profile),
+    )
+    .await;
+    let run = call(
+        base,
+        reqwest::Method::POST,
+        "/api/v1/runs",
+        Some(json!({"cluster": cluster, "profile": "lifetime"})),
+    )
+    .await;
+    let decisions = call(
+        base,
+        reqwest::Method::GET,
+        &format!("/api/v1/decisions?run={}", run["id"]),
+        None,
+    )
+    .await;
+    let decision = decisions["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["pod"]["uid"] == uid)
+        .unwrap_or_else(|| panic!("{uid} was not proposed: {decisions:#}"))["id"]
+        .as_i64()
+        .unwrap();
+    let approve = client_with_token(ADMIN_TOKEN)
+        .post(format!("{base}/api/v1/decisions/{decision}/approve"))
+        .json(&json!({"comment": "crash test"}))
+        .send()
+        .await;
+    if let Ok(response) = approve {
+        let status = response.status();
+        if let Ok(body) = response.json::<Value>().await {
+            assert!(status.is_success(), "approve: {status} {body:#}");
+        }
+    }
+    decision
+}
+
+/// Poll pod migration `id` (60 s) until it has finished; its last view.
+pub async fn finished(base: &str, id: i64) -> Value {
+    let mut last = Value::Null;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        last = call(
+            base,
+            reqwest::Method::GET,
+            &format!("/api/v1/pod-migrations/{id}"),
+            None,
+        )
+        .await;
+        if matches!(
+            last["phase"].as_str(),
+            Some("Succeeded" | "Failed" | "Aborted")
+        ) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    last
+}
+
 /// Approve web-1's decision under `fault`, let the process abort, check the step it stopped
 /// at, restart, and check the pod migration completes with exactly one eviction.
 async fn crash_and_resume(point: &str, expect_step: &str, evicted_at_crash: i64) {
@@ -173,57 +244,16 @@ async fn crash_and_resume(point: &str, expect_step: &str, evicted_at_crash: i64)
         Some(small_cluster()),
     )
     .await;
-    call(
-        &base,
-        reqwest::Method::PUT,
-        "/api/v1/profiles/lifetime",
-        Some(json!({
-            "apiVersion": "descheduler/v1alpha2",
-            "kind": "DeschedulerPolicy",
-            "profiles": [{
-                "name": "old",
-                "pluginConfig": [{"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 60}}],
-                "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}}
-            }]
-        })),
-    )
-    .await;
-    let run = call(
-        &base,
-        reqwest::Method::POST,
-        "/api/v1/runs",
-        Some(json!({"cluster": "east", "profile": "lifetime"})),
-    )
-    .await;
-    let decisions = call(
-        &base,
-        reqwest::Method::GET,
-        &format!("/api/v1/decisions?run={}", run["id"]),
-        None,
-    )
-    .await;
-    let decision = decisions["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["pod"]["uid"] == uid)
-        .expect("web-1 was proposed")["id"]
-        .as_i64()
-        .unwrap();
-    // The executor may reach the fault point (and abort the process) before the approval's
-    // response is written: a connection cut is an expected answer here. The approval itself
-    // is committed before the executor is woken, so the pod migration exists either way.
-    let approve = client_with_token(ADMIN_TOKEN)
-        .post(format!("{base}/api/v1/decisions/{decision}/approve"))
-        .json(&json!({"comment": "crash test"}))
-        .send()
-        .await;
-    if let Ok(response) = approve {
-        let status = response.status();
-        if let Ok(body) = response.json::<Value>().await {
-            assert!(status.is_success(), "{point}: approve: {status} {body:#}");
-        }
-    }
+    let profile = json!({
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "profiles": [{
+            "name": "old",
+            "pluginConfig": [{"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 60}}],
+            "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}}
+        }]
+    });
+    let decision = propose_and_approve(&base, "east", profile, uid).await;
 
     let status = first.wait_exit();
     assert!(
@@ -248,24 +278,7 @@ async fn crash_and_resume(point: &str, expect_step: &str, evicted_at_crash: i64)
 
     // Restart without the fault: it resumes and finishes.
     let second = start(&database, None);
-    let mut last = Value::Null;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        last = call(
-            &second.base,
-            reqwest::Method::GET,
-            &format!("/api/v1/pod-migrations/{migration}"),
-            None,
-        )
-        .await;
-        if matches!(
-            last["phase"].as_str(),
-            Some("Succeeded" | "Failed" | "Aborted")
-        ) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let last = finished(&second.base, migration).await;
     assert_eq!(last["phase"], "Succeeded", "{point}: {last:#}");
     assert_eq!(last["status"], "Complete", "{point}: {last:#}");
     assert_eq!(

@@ -612,7 +612,7 @@ async fn the_rbac_in_deploy_is_exactly_what_the_backend_uses() {
 /// stopped at, restart it (same identity, so it holds the Lease at once) and check the pod
 /// migration completes with exactly one eviction in the cluster and nothing left behind.
 async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &str) {
-    use crate::crash::{call, query_one, start_env};
+    use crate::crash::{finished, propose_and_approve, query_one, start_env};
     let cluster = cluster(groups).await;
     let dir = tempfile::tempdir().unwrap();
     let database = dir.path().join("crash.db");
@@ -645,42 +645,7 @@ async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &s
         assert!(Instant::now() < deadline, "{point}: never synced: {view:#}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    call(
-        &base,
-        reqwest::Method::PUT,
-        "/api/v1/profiles/lifetime",
-        Some(lifetime_profile()),
-    )
-    .await;
-    let run = call(
-        &base,
-        reqwest::Method::POST,
-        "/api/v1/runs",
-        Some(json!({"cluster": EAST, "profile": "lifetime"})),
-    )
-    .await;
-    let decisions = call(
-        &base,
-        reqwest::Method::GET,
-        &format!("/api/v1/decisions?run={}", run["id"]),
-        None,
-    )
-    .await;
-    let decision = decisions["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["pod"]["uid"] == "uid-shop-web-1")
-        .expect("web-1 proposed")["id"]
-        .as_i64()
-        .unwrap();
-    // The process may abort before answering: the approval is committed before the executor
-    // is woken either way.
-    let _ = crate::support::client_with_token(crate::support::ADMIN_TOKEN)
-        .post(format!("{base}/api/v1/decisions/{decision}/approve"))
-        .json(&json!({}))
-        .send()
-        .await;
+    propose_and_approve(&base, EAST, lifetime_profile(), "uid-shop-web-1").await;
     let status = first.wait_exit();
     assert!(
         !status.success(),
@@ -695,24 +660,7 @@ async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &s
     assert_eq!(step, expect_step, "{point}: where the crash left it");
 
     let second = start_env(&database, None, &env);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = Value::Null;
-    while Instant::now() < deadline {
-        last = call(
-            &second.base,
-            reqwest::Method::GET,
-            &format!("/api/v1/pod-migrations/{migration}"),
-            None,
-        )
-        .await;
-        if matches!(
-            last["phase"].as_str(),
-            Some("Succeeded" | "Failed" | "Aborted")
-        ) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let last = finished(&second.base, migration).await;
     assert_eq!(last["phase"], "Succeeded", "{point}: {last:#}");
     assert_eq!(last["status"], "Complete", "{point}: {last:#}");
     assert_eq!(

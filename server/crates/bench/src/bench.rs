@@ -331,7 +331,7 @@ pub struct Stats {
 }
 
 impl Stats {
-    fn of(samples: &[f64]) -> Stats {
+    pub(crate) fn of(samples: &[f64]) -> Stats {
         let mut sorted = samples.to_vec();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
@@ -729,8 +729,13 @@ fn paired(wasm: &[f64], native: &[f64]) -> Option<Stats> {
 
 /// Peak resident set size of this process (`VmHWM`), Linux only.
 pub(crate) fn peak_rss_bytes() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// A `/proc/self/status` size (`VmRSS:`, `VmHWM:`…) in bytes, Linux only.
+pub(crate) fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }

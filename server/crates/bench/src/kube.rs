@@ -27,7 +27,7 @@ use rebalancer_server::app;
 use rebalancer_server::config::{KubeCluster, Secret, Settings};
 
 use crate::bench::client::{self, Body, request};
-use crate::bench::{TempDir, ms, peak_rss_bytes, restrict_to, scan};
+use crate::bench::{Stats, TempDir, ms, peak_rss_bytes, restrict_to, scan, status_bytes};
 
 const LIVE: &str = "live";
 const PUSHED: &str = "pushed";
@@ -80,26 +80,8 @@ pub struct KubeReport {
     pub peak_rss_mib: f64,
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-fn rss_mib(field: &str) -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kb| kb / 1024.0)
+fn mib(bytes: Option<u64>) -> f64 {
+    bytes.map_or(f64::NAN, |b| b as f64 / 1048576.0)
 }
 
 /// The fake API server, killed when dropped.
@@ -318,8 +300,8 @@ pub fn run(args: KubeArgs) -> anyhow::Result<()> {
         let (first_run_ms, _) = run_once(addr, LIVE)?;
         let sync_to_first_run_ms = ms(started);
         eprintln!("first run {first_run_ms:.0} ms; start → first run {sync_to_first_run_ms:.0} ms");
-        let rss_after_sync_mib = rss_mib("VmRSS:");
-        let peak_rss_after_sync_mib = peak_rss_bytes().map_or(f64::NAN, |b| b as f64 / 1048576.0);
+        let rss_after_sync_mib = mib(status_bytes("VmRSS:"));
+        let peak_rss_after_sync_mib = mib(peak_rss_bytes());
 
         // Updates: label patches, then a marker pod created last.
         let names = get(fake_addr, &format!("/api/v1/pods?limit={}", args.updates))?;
@@ -411,13 +393,13 @@ pub fn run(args: KubeArgs) -> anyhow::Result<()> {
             updates_write_ms,
             updates_to_revision_ms,
             revisions_during_updates,
-            live_run_median_ms: median(&live_run_ms),
-            pushed_run_median_ms: median(&pushed_run_ms),
+            live_run_median_ms: Stats::of(&live_run_ms).median,
+            pushed_run_median_ms: Stats::of(&pushed_run_ms).median,
             live_run_ms,
             pushed_run_ms,
             proposals_live,
             proposals_pushed,
-            peak_rss_mib: peak_rss_bytes().map_or(f64::NAN, |b| b as f64 / 1048576.0),
+            peak_rss_mib: mib(peak_rss_bytes()),
         })
     })();
     let stopped = runtime.block_on(server.stop());
