@@ -6,14 +6,75 @@
 //! `node_name`.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+
+use hashbrown::HashTable;
 
 use crate::model::{NONE, Owner, Snapshot, StrId};
 
 /// Accumulates objects and interns their strings.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct SnapshotBuilder {
     snapshot: Snapshot,
-    interned: HashMap<String, StrId>,
+    /// The ids of `snapshot.strings`, by their text (the text itself is stored only there).
+    interned: HashTable<StrId>,
+}
+
+impl std::fmt::Debug for SnapshotBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotBuilder")
+            .field("snapshot", &self.snapshot)
+            .field("interned", &self.interned.len())
+            .finish()
+    }
+}
+
+/// FxHash (rustc's hasher): fast for the short strings interned here, and stable across runs.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+/// Builds [`FxHasher`]s (for `HashMap`s keyed by short strings or ids).
+pub type FxBuild = BuildHasherDefault<FxHasher>;
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 56));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+fn hash_str(s: &str) -> u64 {
+    FxBuild::default().hash_one(s)
 }
 
 impl SnapshotBuilder {
@@ -28,18 +89,29 @@ impl SnapshotBuilder {
 
     /// The id of `s`, adding it to the table on first use.
     pub fn intern(&mut self, s: &str) -> StrId {
-        if let Some(&id) = self.interned.get(s) {
-            return id;
+        let strings = &mut self.snapshot.strings;
+        let hash = hash_str(s);
+        match self.interned.entry(
+            hash,
+            |&id| strings[id as usize] == s,
+            |&id| hash_str(&strings[id as usize]),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(e) => *e.get(),
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                let id = strings.len() as StrId;
+                strings.push(s.to_owned());
+                e.insert(id);
+                id
+            }
         }
-        let id = self.snapshot.strings.len() as StrId;
-        self.snapshot.strings.push(s.to_owned());
-        self.interned.insert(s.to_owned(), id);
-        id
     }
 
     /// The id of `s` if it was interned.
     pub fn lookup(&self, s: &str) -> Option<StrId> {
-        self.interned.get(s).copied()
+        let strings = &self.snapshot.strings;
+        self.interned
+            .find(hash_str(s), |&id| strings[id as usize] == s)
+            .copied()
     }
 
     pub fn str(&self, id: StrId) -> &str {
@@ -77,7 +149,7 @@ impl SnapshotBuilder {
         };
         SnapshotBuilder {
             snapshot: tables,
-            interned: HashMap::new(),
+            interned: HashTable::new(),
         }
         .finish()
     }

@@ -502,7 +502,7 @@ impl SimulatedBackend {
                     namespace: o.namespace.as_deref(),
                     name: &o.name,
                     uid: o.uid.as_deref(),
-                    body: &o.json,
+                    body: o.json.as_str().into(),
                 })
                 .collect(),
             events,

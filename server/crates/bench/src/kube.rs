@@ -206,10 +206,13 @@ pub fn run(args: KubeArgs) -> anyhow::Result<()> {
         Some(objects) => {
             let policy = find("policy")
                 .map(|r| -> anyhow::Result<Value> {
-                    let bytes = std::fs::read(&args.file)?;
-                    Ok(serde_json::from_slice(
-                        &bytes[r.start as usize..r.end as usize],
-                    )?)
+                    // Only the policy's bytes: the whole file would count in the peak RSS.
+                    use std::io::{Read, Seek, SeekFrom};
+                    let mut file = std::fs::File::open(&args.file)?;
+                    file.seek(SeekFrom::Start(r.start))?;
+                    let mut bytes = Vec::new();
+                    file.take(r.end - r.start).read_to_end(&mut bytes)?;
+                    Ok(serde_json::from_slice(&bytes)?)
                 })
                 .transpose()?;
             (objects, policy)

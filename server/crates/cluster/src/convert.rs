@@ -5,10 +5,6 @@
 //! interned as they are converted; borrowed strings go through a fast cache keyed by the
 //! borrowed text, so the builder's own map is only consulted once per distinct string.
 
-use std::borrow::Cow;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use rebalancer_policy_sdk::build::SnapshotBuilder;
 use rebalancer_policy_sdk::k8s::quantity::{self, QuantityError};
 use rebalancer_policy_sdk::k8s::resources::{
@@ -51,53 +47,11 @@ fn at(base: &str, key: &str) -> String {
     s
 }
 
-/// FxHash (rustc's hasher): fast for the short strings interned here.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 56));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-pub(crate) type FxBuild = BuildHasherDefault<FxHasher>;
+pub(crate) use rebalancer_policy_sdk::build::FxBuild;
 
 /// Per-build state: the snapshot builder, the intern cache and the oddities seen.
-pub(crate) struct Ctx<'s> {
+pub(crate) struct Ctx {
     pub builder: SnapshotBuilder,
-    cache: HashMap<&'s str, StrId, FxBuild>,
     time_ms: i64,
     /// Pods without `metadata.creationTimestamp` (namespace/name).
     pub missing_creation: Vec<String>,
@@ -105,7 +59,7 @@ pub(crate) struct Ctx<'s> {
     pub pdb_without_status: Vec<String>,
 }
 
-impl<'s> Ctx<'s> {
+impl Ctx {
     /// A context that interns into `builder` (kept across live revisions) instead of a new one.
     pub fn with_builder(mut builder: SnapshotBuilder, revision: u64, time_ms: i64) -> Self {
         let tables = builder.snapshot_mut();
@@ -113,7 +67,6 @@ impl<'s> Ctx<'s> {
         tables.time_ms = time_ms;
         Ctx {
             builder,
-            cache: HashMap::with_capacity_and_hasher(1 << 10, FxBuild::default()),
             time_ms,
             missing_creation: Vec::new(),
             pdb_without_status: Vec::new(),
@@ -123,40 +76,29 @@ impl<'s> Ctx<'s> {
     pub fn new(revision: u64, time_ms: i64) -> Self {
         Ctx {
             builder: SnapshotBuilder::new(revision, time_ms),
-            cache: HashMap::with_capacity_and_hasher(1 << 16, FxBuild::default()),
             time_ms,
             missing_creation: Vec::new(),
             pdb_without_status: Vec::new(),
         }
     }
 
-    /// Intern a decoded string (cached when it borrows from the stored JSON).
-    pub fn intern(&mut self, s: &Str<'s>) -> StrId {
-        match &s.0 {
-            Cow::Borrowed(b) => {
-                if let Some(&id) = self.cache.get(b) {
-                    return id;
-                }
-                let id = self.builder.intern(b);
-                self.cache.insert(b, id);
-                id
-            }
-            Cow::Owned(o) => self.builder.intern(o),
-        }
+    /// Intern a decoded string.
+    pub fn intern(&mut self, s: &Str<'_>) -> StrId {
+        self.builder.intern(&s.0)
     }
 
-    fn intern_opt(&mut self, s: &Option<Str<'s>>) -> StrId {
+    fn intern_opt(&mut self, s: &Option<Str<'_>>) -> StrId {
         match s {
             Some(s) => self.intern(s),
             None => 0,
         }
     }
 
-    fn intern_all(&mut self, list: &Option<Vec<Str<'s>>>) -> Vec<StrId> {
+    fn intern_all(&mut self, list: &Option<Vec<Str<'_>>>) -> Vec<StrId> {
         list.iter().flatten().map(|s| self.intern(s)).collect()
     }
 
-    fn pairs(&mut self, map: &Option<StrMap<'s>>) -> Vec<KeyValue> {
+    fn pairs(&mut self, map: &Option<StrMap<'_>>) -> Vec<KeyValue> {
         let Some(map) = map else { return Vec::new() };
         let mut out = Vec::with_capacity(map.0.len());
         for (k, v) in &map.0 {
@@ -168,7 +110,7 @@ impl<'s> Ctx<'s> {
         out
     }
 
-    fn annotations(&mut self, map: &Option<StrMap<'s>>) -> Vec<KeyValue> {
+    fn annotations(&mut self, map: &Option<StrMap<'_>>) -> Vec<KeyValue> {
         let Some(map) = map else { return Vec::new() };
         let mut out = Vec::with_capacity(map.0.len());
         for (k, v) in &map.0 {
@@ -289,11 +231,7 @@ fn quantity_list<'m, 's>(
 }
 
 /// Allocatable-style lists straight to milli-units.
-fn milli_list<'s>(
-    ctx: &mut Ctx<'s>,
-    map: &Option<QtyMap<'s>>,
-    base: &str,
-) -> Result<Vec<Quantity>> {
+fn milli_list<'s>(ctx: &mut Ctx, map: &Option<QtyMap<'s>>, base: &str) -> Result<Vec<Quantity>> {
     let list = quantity_list(map, &|| base.to_owned())?;
     Ok(list
         .into_iter()
@@ -333,7 +271,7 @@ fn selector_operator(op: &Option<Str<'_>>, field: &str, node: bool) -> Result<Se
 }
 
 fn requirements<'s>(
-    ctx: &mut Ctx<'s>,
+    ctx: &mut Ctx,
     list: &Option<Vec<wire::Requirement<'s>>>,
     base: &str,
     node: bool,
@@ -354,7 +292,7 @@ fn requirements<'s>(
 }
 
 fn label_selector<'s>(
-    ctx: &mut Ctx<'s>,
+    ctx: &mut Ctx,
     sel: &wire::LabelSelector<'s>,
     base: &str,
 ) -> Result<LabelSelector> {
@@ -370,7 +308,7 @@ fn label_selector<'s>(
 }
 
 fn opt_label_selector<'s>(
-    ctx: &mut Ctx<'s>,
+    ctx: &mut Ctx,
     sel: &Option<wire::LabelSelector<'s>>,
     base: &str,
 ) -> Result<Option<LabelSelector>> {
@@ -380,7 +318,7 @@ fn opt_label_selector<'s>(
 }
 
 fn node_selector_term<'s>(
-    ctx: &mut Ctx<'s>,
+    ctx: &mut Ctx,
     term: &wire::NodeSelectorTerm<'s>,
     base: &str,
 ) -> Result<NodeSelectorTerm> {
@@ -401,7 +339,7 @@ fn node_selector_term<'s>(
 }
 
 fn pod_affinity_term<'s>(
-    ctx: &mut Ctx<'s>,
+    ctx: &mut Ctx,
     term: &wire::PodAffinityTerm<'s>,
     base: &str,
 ) -> Result<PodAffinityTerm> {
@@ -426,7 +364,7 @@ fn pod_affinity_term<'s>(
 type PodTerms = (Vec<PodAffinityTerm>, Vec<WeightedPodAffinityTerm>);
 
 fn pod_affinity<'s>(
-    ctx: &mut Ctx<'s>,
+    ctx: &mut Ctx,
     a: &Option<wire::PodAffinity<'s>>,
     base: &str,
 ) -> Result<PodTerms> {
@@ -461,7 +399,7 @@ fn pod_affinity<'s>(
     Ok((required, preferred))
 }
 
-fn affinity<'s>(ctx: &mut Ctx<'s>, a: &Option<wire::Affinity<'s>>) -> Result<Affinity> {
+fn affinity<'s>(ctx: &mut Ctx, a: &Option<wire::Affinity<'s>>) -> Result<Affinity> {
     let Some(a) = a else {
         return Ok(Affinity::default());
     };
@@ -521,7 +459,7 @@ fn taint_effect(effect: &str, field: impl FnOnce() -> String) -> Result<TaintEff
     }
 }
 
-fn taints<'s>(ctx: &mut Ctx<'s>, list: &Option<Vec<wire::Taint<'s>>>) -> Result<Vec<Taint>> {
+fn taints<'s>(ctx: &mut Ctx, list: &Option<Vec<wire::Taint<'s>>>) -> Result<Vec<Taint>> {
     let mut out = Vec::new();
     for (i, t) in list.iter().flatten().enumerate() {
         let effect = taint_effect(t.effect.as_deref().unwrap_or(""), || {
@@ -537,7 +475,7 @@ fn taints<'s>(ctx: &mut Ctx<'s>, list: &Option<Vec<wire::Taint<'s>>>) -> Result<
 }
 
 fn tolerations<'s>(
-    ctx: &mut Ctx<'s>,
+    ctx: &mut Ctx,
     list: &Option<Vec<wire::Toleration<'s>>>,
 ) -> Result<Vec<Toleration>> {
     let mut out = Vec::new();
@@ -579,7 +517,7 @@ fn inclusion_policy(p: &Option<Str<'_>>, field: &str) -> Result<Option<Inclusion
 }
 
 fn topology_spread<'s>(
-    ctx: &mut Ctx<'s>,
+    ctx: &mut Ctx,
     list: &Option<Vec<wire::TopologySpreadConstraint<'s>>>,
 ) -> Result<Vec<TopologySpreadConstraint>> {
     let mut out = Vec::new();
@@ -646,7 +584,7 @@ fn container_resources<'m, 's>(
 }
 
 fn containers<'s>(
-    ctx: &mut Ctx<'s>,
+    ctx: &mut Ctx,
     out: &mut Vec<Container>,
     kind: ContainerKind,
     specs: &Option<Vec<wire::Container<'s>>>,
@@ -680,7 +618,7 @@ fn containers<'s>(
     }
 }
 
-fn owner_refs<'s>(ctx: &mut Ctx<'s>, meta: &wire::ObjectMeta<'s>) -> Vec<OwnerRef> {
+fn owner_refs<'s>(ctx: &mut Ctx, meta: &wire::ObjectMeta<'s>) -> Vec<OwnerRef> {
     meta.owner_references
         .iter()
         .flatten()
@@ -697,7 +635,7 @@ fn owned(s: &Option<Str<'_>>) -> String {
     s.as_deref().unwrap_or("").to_owned()
 }
 
-pub(crate) fn pod<'s>(ctx: &mut Ctx<'s>, w: &wire::Pod<'s>, namespace: &str) -> Result<model::Pod> {
+pub(crate) fn pod<'s>(ctx: &mut Ctx, w: &wire::Pod<'s>, namespace: &str) -> Result<model::Pod> {
     let empty_meta = wire::ObjectMeta::default();
     let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
     let empty_spec = wire::PodSpec::default();
@@ -860,7 +798,7 @@ pub(crate) fn pod<'s>(ctx: &mut Ctx<'s>, w: &wire::Pod<'s>, namespace: &str) -> 
 
 // ---------------------------------------------------------------------------- other objects
 
-pub(crate) fn node<'s>(ctx: &mut Ctx<'s>, w: &wire::Node<'s>) -> Result<model::Node> {
+pub(crate) fn node<'s>(ctx: &mut Ctx, w: &wire::Node<'s>) -> Result<model::Node> {
     let empty_meta = wire::ObjectMeta::default();
     let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
     let empty_spec = wire::NodeSpec::default();
@@ -894,7 +832,7 @@ pub(crate) fn node<'s>(ctx: &mut Ctx<'s>, w: &wire::Node<'s>) -> Result<model::N
     })
 }
 
-pub(crate) fn namespace<'s>(ctx: &mut Ctx<'s>, w: &wire::MetaOnly<'s>) -> model::Namespace {
+pub(crate) fn namespace<'s>(ctx: &mut Ctx, w: &wire::MetaOnly<'s>) -> model::Namespace {
     let empty_meta = wire::ObjectMeta::default();
     let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
     model::Namespace {
@@ -903,7 +841,7 @@ pub(crate) fn namespace<'s>(ctx: &mut Ctx<'s>, w: &wire::MetaOnly<'s>) -> model:
     }
 }
 
-pub(crate) fn pdb<'s>(ctx: &mut Ctx<'s>, w: &wire::Pdb<'s>, namespace: &str) -> Result<model::Pdb> {
+pub(crate) fn pdb<'s>(ctx: &mut Ctx, w: &wire::Pdb<'s>, namespace: &str) -> Result<model::Pdb> {
     let empty_meta = wire::ObjectMeta::default();
     let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
     let empty_spec = wire::PdbSpec::default();
@@ -941,7 +879,7 @@ pub(crate) fn pdb<'s>(ctx: &mut Ctx<'s>, w: &wire::Pdb<'s>, namespace: &str) -> 
 }
 
 pub(crate) fn priority_class<'s>(
-    ctx: &mut Ctx<'s>,
+    ctx: &mut Ctx,
     w: &wire::PriorityClass<'s>,
 ) -> Result<model::PriorityClass> {
     let empty_meta = wire::ObjectMeta::default();
@@ -954,7 +892,7 @@ pub(crate) fn priority_class<'s>(
     })
 }
 
-pub(crate) fn pvc<'s>(ctx: &mut Ctx<'s>, w: &wire::Pvc<'s>, namespace: &str) -> model::Pvc {
+pub(crate) fn pvc<'s>(ctx: &mut Ctx, w: &wire::Pvc<'s>, namespace: &str) -> model::Pvc {
     let empty_meta = wire::ObjectMeta::default();
     let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
     model::Pvc {

@@ -55,7 +55,8 @@ use serde::{Deserialize, Serialize};
 
 pub use live::Clusters;
 pub use objects::{
-    Input, LAST_APPLIED, ObjectSet, SharedObject, StoredObject, StoredObjectBuf, parse_list,
+    Input, JsonPacker, LAST_APPLIED, ObjectSet, PackedJson, SharedObject, StoredObject,
+    StoredObjectBuf, parse_list,
 };
 pub use snapshot::{ClusterSnapshot, LiveRows, build_snapshot};
 pub use utilization::{NodeUtilization, ResourceAmounts, ResourcePercentages, node_utilization};
@@ -233,6 +234,10 @@ pub enum WarningCode {
     NodeNotFound,
     /// A PodDisruptionBudget without `status`: treated as allowing no disruption.
     PdbWithoutStatus,
+    /// A live object the snapshot cannot model (a field of the wrong type or out of range);
+    /// it is left out of the snapshot until it changes. A pushed document with such an object
+    /// is refused instead.
+    InvalidObject,
 }
 
 /// Something odd but legitimate in an ingested document.

@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::archive::SharedArchive;
 use super::convert::{self, Ctx, FieldError};
-use super::objects::{Entry, JsonStore, Kind, ObjectSet, Span, qualified};
+use super::objects::{Entry, JsonStore, Kind, ObjectSet, PackedJson, Span, qualified};
 use super::{IngestError, IngestWarning, ObjectKind, WarningCode, jsonpath, sample_list, wire};
 
 /// One cluster at one revision: the archive guests read, plus per-row access to full objects.
@@ -109,7 +109,7 @@ impl ClusterSnapshot {
         match &self.json {
             RowJson::Shared { store, spans } => {
                 let span = *spans[kind.table()].get(index as usize)?;
-                Some(Cow::Borrowed(store.get(span)))
+                Some(store.get(span))
             }
             RowJson::Compressed(c) => c.get(kind.table(), index as usize).map(Cow::Owned),
         }
@@ -132,7 +132,7 @@ impl ClusterSnapshot {
             RowJson::Shared { store, spans } => spans
                 .iter()
                 .flatten()
-                .map(|&span| store.get(span).len())
+                .map(|&span| store.text_len(span))
                 .sum(),
             RowJson::Compressed(c) => c.data.len(),
         }
@@ -171,7 +171,7 @@ impl CompressedRows {
     fn new(store: &JsonStore, spans: &[Vec<Span>; 6]) -> Self {
         // Compressed in groups, Kubernetes JSON shrinks 5–10×: reserve for 4× so the buffer is
         // not grown (and copied) while the uncompressed document is still alive.
-        let total: usize = spans.iter().flatten().map(|&s| store.get(s).len()).sum();
+        let total: usize = spans.iter().flatten().map(|&s| store.text_len(s)).sum();
         let mut data: Vec<u8> = Vec::with_capacity(total / 4 + 4096);
         let (mut text, mut scratch) = (Vec::new(), Vec::new());
         let mut groups: [Vec<u64>; 6] = Default::default();
@@ -266,7 +266,7 @@ fn decode_entry(kind: ObjectKind, json: &str) -> Result<Decoded<'_>, FieldError>
 
 /// Convert one decoded object and append its row to the right table.
 fn convert_entry<'s>(
-    ctx: &mut Ctx<'s>,
+    ctx: &mut Ctx,
     decoded: &Decoded<'s>,
     namespace: &str,
 ) -> Result<(), FieldError> {
@@ -320,7 +320,7 @@ pub fn build_snapshot(
     let store = &*objects.store;
     let mut spans = spans_for(&modelled);
     for &(entry, kind) in &modelled {
-        decode_entry(kind, store.get(entry.span))
+        decode_entry(kind, &store.get(entry.span))
             .and_then(|d| convert_entry(&mut ctx, &d, &entry.namespace))
             .map_err(|e| invalid(entry, e))?;
         spans[kind.table()].push(entry.span);
@@ -339,6 +339,7 @@ pub fn build_snapshot(
         spans,
         &missing_creation,
         &pdb_without_status,
+        &[],
     );
     free_aside(model);
     snapshot
@@ -383,7 +384,7 @@ fn spans_for(modelled: &[(&Entry, ObjectKind)]) -> [Vec<Span>; 6] {
 }
 
 /// Size the tables up front: no reallocation (and no transient double copy) of 100 MB+ tables.
-fn reserve_tables(ctx: &mut Ctx<'_>, modelled: &[(&Entry, ObjectKind)]) {
+fn reserve_tables(ctx: &mut Ctx, modelled: &[(&Entry, ObjectKind)]) {
     let per_kind = per_kind(modelled);
     let tables = ctx.builder.snapshot_mut();
     tables
@@ -412,10 +413,18 @@ fn assemble(
     spans: [Vec<Span>; 6],
     missing_creation: &[String],
     pdb_without_status: &[String],
+    left_out: &[String],
 ) -> Result<ClusterSnapshot, IngestError> {
     let store = &*objects.store;
     let (revision, time_ms) = (snapshot.revision, snapshot.time_ms);
     let mut warnings = objects.warnings().to_vec();
+    for problem in left_out {
+        warnings.push(IngestWarning::new(
+            WarningCode::InvalidObject,
+            1,
+            format!("{problem}; it is left out of the snapshot until it changes"),
+        ));
+    }
     if !missing_creation.is_empty() {
         let n = missing_creation.len();
         warnings.push(IngestWarning::new(
@@ -443,7 +452,7 @@ fn assemble(
     // `model::to_bytes` with every section on a page boundary (so that guests can map it),
     // written into a buffer sized up front (the archive
     // is about a quarter of the JSON): no growth by copying a 100 MB buffer.
-    let json_len: usize = modelled.iter().map(|(e, _)| store.get(e.span).len()).sum();
+    let json_len: usize = modelled.iter().map(|(e, _)| store.text_len(e.span)).sum();
     let buffer = model::ArchiveBuffer::with_capacity(json_len / 4 + 4096);
     let archive = model::to_bytes_aligned(snapshot, buffer, model::MAP_ALIGN)
         .map_err(|e| IngestError::Archive(e.to_string()))?;
@@ -471,7 +480,10 @@ fn assemble(
 /// [`build_snapshot`] of the same set; only string ids may differ (interning order). Strings of
 /// objects gone stay in the table until as many rows were converted as the cluster holds
 /// objects; then the next build starts a new table. Pods without a creation timestamp (their
-/// age counts from the snapshot time) are always converted again.
+/// age counts from the snapshot time) are always converted again. Unlike [`build_snapshot`],
+/// which refuses a document with an object it cannot model, a live build leaves such an object
+/// out and names it in a [`WarningCode::InvalidObject`] warning: one odd object must not stop
+/// the cluster's revisions.
 #[derive(Default)]
 pub struct LiveRows {
     builder: SnapshotBuilder,
@@ -489,8 +501,8 @@ struct Previous {
     _store: Arc<JsonStore>,
 }
 
-fn json_key(json: &Arc<str>) -> usize {
-    Arc::as_ptr(json) as *const u8 as usize
+fn json_key(json: &PackedJson) -> usize {
+    json.key()
 }
 
 impl LiveRows {
@@ -523,59 +535,59 @@ impl LiveRows {
         let store = &*objects.store;
         let mut spans = spans_for(&modelled);
         let mut pdb_without_status = Vec::new();
+        let mut left_out = Vec::new();
         let mut rows = std::collections::HashMap::with_capacity_and_hasher(
             modelled.len(),
             convert::FxBuild::default(),
         );
-        let result = (|| {
-            for &(entry, kind) in &modelled {
-                let shared = store.shared(entry.span);
-                let key = shared.map(json_key);
-                let reused = match (&mut previous, key) {
-                    (Some(prev), Some(key)) => match prev.rows.get(&key) {
-                        Some((k, row, no_status)) if *k == kind => {
-                            let index = move_row(&mut prev.tables, &mut ctx, kind, *row as usize);
-                            if let Some(p) = no_status {
-                                pdb_without_status.push(p.clone());
-                            }
-                            rows.insert(key, (kind, index, no_status.clone()));
-                            true
+        for &(entry, kind) in &modelled {
+            let shared = store.shared(entry.span);
+            let key = shared.map(json_key);
+            let reused = match (&mut previous, key) {
+                (Some(prev), Some(key)) => match prev.rows.get(&key) {
+                    Some((k, row, no_status)) if *k == kind => {
+                        let index = move_row(&mut prev.tables, &mut ctx, kind, *row as usize);
+                        if let Some(p) = no_status {
+                            pdb_without_status.push(p.clone());
                         }
-                        _ => false,
-                    },
+                        rows.insert(key, (kind, index, no_status.clone()));
+                        true
+                    }
                     _ => false,
-                };
-                if !reused {
-                    let missing_before = ctx.missing_creation.len();
-                    let pdbs_before = ctx.pdb_without_status.len();
-                    decode_entry(kind, store.get(entry.span))
-                        .and_then(|d| convert_entry(&mut ctx, &d, &entry.namespace))
-                        .map_err(|e| invalid(entry, e))?;
-                    self.converted += 1;
-                    let no_status = ctx.pdb_without_status.get(pdbs_before).cloned();
-                    if let Some(p) = &no_status {
-                        pdb_without_status.push(p.clone());
-                    }
-                    let time_dependent = ctx.missing_creation.len() > missing_before;
-                    if let (Some(key), false) = (key, time_dependent) {
-                        let index = table_len(&mut ctx, kind) - 1;
-                        rows.insert(key, (kind, index, no_status));
-                    }
+                },
+                _ => false,
+            };
+            if !reused {
+                let missing_before = ctx.missing_creation.len();
+                let pdbs_before = ctx.pdb_without_status.len();
+                let converted = decode_entry(kind, &store.get(entry.span))
+                    .and_then(|d| convert_entry(&mut ctx, &d, &entry.namespace));
+                if let Err(e) = converted {
+                    // One bad object must not stop the cluster's revisions: it is left
+                    // out (no row was added) and named in a warning.
+                    ctx.missing_creation.truncate(missing_before);
+                    ctx.pdb_without_status.truncate(pdbs_before);
+                    left_out.push(invalid(entry, e).to_string());
+                    continue;
                 }
-                spans[kind.table()].push(entry.span);
+                self.converted += 1;
+                let no_status = ctx.pdb_without_status.get(pdbs_before).cloned();
+                if let Some(p) = &no_status {
+                    pdb_without_status.push(p.clone());
+                }
+                let time_dependent = ctx.missing_creation.len() > missing_before;
+                if let (Some(key), false) = (key, time_dependent) {
+                    let index = table_len(&mut ctx, kind) - 1;
+                    rows.insert(key, (kind, index, no_status));
+                }
             }
-            Ok(())
-        })();
+            spans[kind.table()].push(entry.span);
+        }
         let missing_creation = std::mem::take(&mut ctx.missing_creation);
         self.builder = ctx.builder;
         // The previous tables are spent (their reused rows were moved out).
         if let Some(prev) = previous {
             free_aside(prev.tables);
-        }
-        if let Err(e) = result {
-            // Half-built tables must not leak into the next build.
-            *self = LiveRows::default();
-            return Err(e);
         }
         let model = self.builder.finish_keeping();
         let snapshot = assemble(
@@ -585,7 +597,18 @@ impl LiveRows {
             spans,
             &missing_creation,
             &pdb_without_status,
+            &left_out,
         )?;
+        // Only the rows are reused: their strings are the builder's, kept there.
+        let mut model = model;
+        let strings = std::mem::take(&mut model.strings);
+        let strings_sorted = std::mem::take(&mut model.strings_sorted);
+        let owners = std::mem::take(&mut model.owners);
+        if model.pods.len() >= FREE_ASIDE_MIN_PODS {
+            let _ = std::thread::Builder::new()
+                .name("snapshot-free".into())
+                .spawn(move || drop((strings, strings_sorted, owners)));
+        }
         self.previous = Some(Previous {
             tables: model,
             rows,
@@ -596,7 +619,7 @@ impl LiveRows {
 }
 
 /// Move row `index` of `kind` from `from` to the end of the tables being built; its new index.
-fn move_row(from: &mut model::Snapshot, ctx: &mut Ctx<'_>, kind: ObjectKind, index: usize) -> u32 {
+fn move_row(from: &mut model::Snapshot, ctx: &mut Ctx, kind: ObjectKind, index: usize) -> u32 {
     let to = ctx.builder.snapshot_mut();
     fn take<T: Default>(from: &mut [T], index: usize, to: &mut Vec<T>) -> u32 {
         to.push(std::mem::take(&mut from[index]));
@@ -614,7 +637,7 @@ fn move_row(from: &mut model::Snapshot, ctx: &mut Ctx<'_>, kind: ObjectKind, ind
     }
 }
 
-fn table_len(ctx: &mut Ctx<'_>, kind: ObjectKind) -> u32 {
+fn table_len(ctx: &mut Ctx, kind: ObjectKind) -> u32 {
     let t = ctx.builder.snapshot_mut();
     (match kind {
         ObjectKind::Node => t.nodes.len(),

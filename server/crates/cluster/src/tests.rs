@@ -1,6 +1,6 @@
 //! Ingestion tests: a realistic kubectl List end to end, every error path, warnings, trimming.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rebalancer_policy_sdk::k8s::quantity::parse_milli;
 use rebalancer_policy_sdk::model::{
@@ -485,7 +485,7 @@ fn managed_fields_and_last_applied_are_trimmed() {
         .expect("web pod");
     assert!(!web.json.contains("managedFields"), "{}", web.json);
     assert!(!web.json.contains("last-applied-configuration"));
-    let v: serde_json::Value = serde_json::from_str(web.json).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&web.json).unwrap();
     assert_eq!(v["metadata"]["annotations"]["prometheus.io/scrape"], "true");
     assert_eq!(
         v["metadata"]["ownerReferences"][0]["name"],
@@ -1223,6 +1223,8 @@ fn readable(s: &ClusterSnapshot) -> Vec<String> {
 }
 
 fn shared_set(items: &[serde_json::Value]) -> (Vec<SharedObject>, ObjectSet) {
+    // One packer per kind, as a watch cache keeps them.
+    let mut packers: HashMap<&str, JsonPacker> = HashMap::new();
     let objects: Vec<SharedObject> = items
         .iter()
         .map(|v| {
@@ -1232,7 +1234,8 @@ fn shared_set(items: &[serde_json::Value]) -> (Vec<SharedObject>, ObjectSet) {
             SharedObject::from_api_json(
                 kind,
                 v["apiVersion"].as_str().unwrap().into(),
-                v.to_string().into(),
+                &v.to_string(),
+                packers.entry(kind).or_default(),
             )
             .unwrap()
         })
@@ -1308,12 +1311,70 @@ fn live_rows_build_what_a_full_build_builds_and_reuse_unchanged_rows() {
         assert_eq!(incremental.revision, full.revision);
         previous = Some(objects);
     }
-    // A broken object fails the build and the next build starts clean.
+    // A broken object is left out with a warning naming it and its field (a pushed
+    // document with it is refused); the others still make a revision.
     let mut broken = items.clone();
     broken[0]["status"]["allocatable"]["cpu"] = serde_json::json!("lots");
     let (_, set) = shared_set(&broken);
-    assert!(live.build(&set, 20, 0).is_err());
+    assert!(build_snapshot(&set, 20, 0).is_err());
+    let snapshot = live.build(&set, 20, 0).unwrap();
+    let warning = snapshot
+        .warnings
+        .iter()
+        .find(|w| w.code == WarningCode::InvalidObject)
+        .expect("a warning for the broken node");
+    assert!(
+        warning.message.contains("Node n1")
+            && warning.message.contains("status.allocatable.cpu")
+            && warning.message.contains("left out"),
+        "{}",
+        warning.message
+    );
+    let names: Vec<String> = snapshot
+        .cluster()
+        .nodes()
+        .map(|n| n.name().to_owned())
+        .collect();
+    assert_eq!(names, ["n2"]);
+    // Once it is fixed, the next build is the full build again.
     let (_, set) = shared_set(&items);
     let full = build_snapshot(&set, 21, 5).unwrap();
     assert_eq!(readable(&live.build(&set, 21, 5).unwrap()), readable(&full));
+}
+
+#[test]
+fn packed_json_gives_back_its_text_and_packs_objects_of_a_kind_against_the_first() {
+    use crate::fixtures::pod;
+    let mut packer = JsonPacker::default();
+    let texts: Vec<String> = (0..50)
+        .map(|i| {
+            let node = format!("node-{}", i % 7);
+            pod(
+                "shop",
+                &format!("web-{i}"),
+                Some(node.as_str()),
+                "100m",
+                "64Mi",
+                Some(("ReplicaSet", "web")),
+            )
+            .to_string()
+        })
+        .collect();
+    let packed: Vec<PackedJson> = texts.iter().map(|t| packer.pack(t)).collect();
+    for (text, p) in texts.iter().zip(&packed) {
+        assert_eq!(&p.text(), text);
+        assert_eq!(p.text_len(), text.len());
+    }
+    // Against the first pod, the others shrink far more than alone.
+    let alone = lz4_flex::block::compress(texts[1].as_bytes()).len();
+    assert!(
+        packed[1].packed_len() * 2 < alone,
+        "{} vs {alone}",
+        packed[1].packed_len()
+    );
+    // Clones are the same text; equal texts packed twice are equal too.
+    assert_eq!(packed[3].key(), packed[3].clone().key());
+    assert_ne!(packed[3].key(), packer.pack(&texts[3]).key());
+    assert_eq!(packed[3], packer.pack(&texts[3]));
+    assert_ne!(packed[3], packed[4]);
 }

@@ -12,7 +12,6 @@
 
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
-use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
@@ -29,7 +28,7 @@ pub struct LeanObject {
     /// Only `name`, `namespace`, `uid` and `resourceVersion` are set.
     pub metadata: ObjectMeta,
     /// The object as JSON, without managed fields and the last-applied annotation.
-    pub json: Arc<str>,
+    pub json: String,
 }
 
 impl Resource for LeanObject {
@@ -78,7 +77,7 @@ impl<'de> serde::Deserialize<'de> for LeanObject {
                 resource_version: ids.resource_version,
                 ..ObjectMeta::default()
             },
-            json: out.into(),
+            json: out,
         })
     }
 }

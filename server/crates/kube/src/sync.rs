@@ -25,7 +25,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use rebalancer_cluster::{self as cluster, ClusterSnapshot, SharedObject};
+use rebalancer_cluster::{self as cluster, ClusterSnapshot, JsonPacker, SharedObject};
 
 use crate::connect::Connection;
 use crate::kinds::{Follow, WATCHED, WatchedKind, optional_groups};
@@ -125,6 +125,8 @@ struct Cache {
     pod_uids: HashMap<String, (String, String)>,
     /// Placeholder pods: reservation name (their `PLACEHOLDER_LABEL`) → (namespace, name).
     placeholders: HashMap<String, (String, String)>,
+    /// The placeholders of a pod re-list in progress: replace `placeholders` when complete.
+    relisting_placeholders: HashMap<String, (String, String)>,
     /// First change not yet built into a revision, and the latest change.
     dirty_since: Option<Instant>,
     last_change: Option<Instant>,
@@ -146,16 +148,12 @@ impl Cache {
         self.last_change = Some(now);
     }
 
-    fn index_pod(&mut self, o: &SharedObject) {
-        let at = (
-            o.namespace.as_deref().unwrap_or_default().to_owned(),
-            o.name.to_string(),
-        );
+    fn index_pod(&mut self, o: &SharedObject, placeholder: Option<String>) {
         if let Some(uid) = &o.uid {
-            self.pod_uids.insert(uid.to_string(), at.clone());
+            self.pod_uids.insert(uid.to_string(), key_of(o));
         }
-        if let Some(reservation) = placeholder_of(&o.json) {
-            self.placeholders.insert(reservation, at);
+        if let Some(reservation) = placeholder {
+            self.placeholders.insert(reservation, key_of(o));
         }
     }
 
@@ -168,16 +166,19 @@ impl Cache {
         }
     }
 
+    /// After a pod re-list: index the listed pods (placeholders were noted while listing).
     fn reindex_pods(&mut self, pods: usize) {
-        self.pod_uids.clear();
-        self.placeholders.clear();
-        let objects: Vec<SharedObject> = match self.kinds.get(pods) {
-            Some(Some(c)) => c.objects.values().cloned().collect(),
-            _ => Vec::new(),
-        };
-        for o in &objects {
-            self.index_pod(o);
+        let mut uids = HashMap::new();
+        if let Some(Some(c)) = self.kinds.get(pods) {
+            uids.reserve(c.objects.len());
+            for (key, o) in &c.objects {
+                if let Some(uid) = &o.uid {
+                    uids.insert(uid.to_string(), key.clone());
+                }
+            }
         }
+        self.pod_uids = uids;
+        self.placeholders = std::mem::take(&mut self.relisting_placeholders);
     }
 }
 
@@ -316,7 +317,7 @@ impl LiveCluster {
         pods.objects
             .get(&(ns.clone(), name.clone()))
             .filter(|o| o.uid.as_deref() == Some(uid))
-            .map(|o| o.json.to_string())
+            .map(|o| o.json.text())
     }
 
     /// The placeholder pod of reservation `name` as the cache holds it (JSON).
@@ -326,7 +327,7 @@ impl LiveCluster {
         let pods = cache.kinds.get(pods_index())?.as_ref()?;
         pods.objects
             .get(&(ns.clone(), pod.clone()))
-            .map(|o| o.json.to_string())
+            .map(|o| o.json.text())
     }
 
     /// The object `kind` `namespace/name` as the cache holds it (JSON).
@@ -336,7 +337,7 @@ impl LiveCluster {
         let objects = &cache.kinds.get(index)?.as_ref()?.objects;
         objects
             .get(&(namespace.to_owned(), name.to_owned()))
-            .map(|o| o.json.to_string())
+            .map(|o| o.json.text())
     }
 
     fn set_state(&self, state: ConnectionState, message: Option<String>) {
@@ -494,14 +495,21 @@ impl LiveCluster {
         }
     }
 
+    /// The cache's form of an object (trimmed and packed), and the reservation it is a
+    /// placeholder of.
     fn object_of(
         kind: &WatchedKind,
         api_version: &Arc<str>,
         o: &LeanObject,
-    ) -> Option<SharedObject> {
-        SharedObject::from_api_json(kind.kind, api_version.clone(), o.json.clone())
+        packer: &mut JsonPacker,
+    ) -> Option<(SharedObject, Option<String>)> {
+        let object = SharedObject::from_api_json(kind.kind, api_version.clone(), &o.json, packer)
             .map_err(|e| tracing::warn!(kind = kind.kind, error = %e, "object skipped"))
-            .ok()
+            .ok()?;
+        let placeholder = (kind.kind == "Pod")
+            .then(|| placeholder_of(&o.json))
+            .flatten();
+        Some((object, placeholder))
     }
 
     async fn watch(self, i: usize, kind: WatchedKind) {
@@ -510,6 +518,8 @@ impl LiveCluster {
         let config = watcher::Config::default().page_size(500);
         let mut events = watcher(api, config).default_backoff().boxed();
         let pods = pods_index();
+        // Objects of a kind are packed against the first one seen.
+        let mut packer = JsonPacker::default();
         while let Some(event) = events.next().await {
             let event = match event {
                 Ok(e) => e,
@@ -525,6 +535,13 @@ impl LiveCluster {
                 }
             };
             self.kind_error(i, None, false);
+            // Packed before the cache is locked: readers never wait for it.
+            let object = match &event {
+                watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
+                    Self::object_of(&kind, &api_version, o, &mut packer)
+                }
+                _ => None,
+            };
             let mut cache = self.lock_cache();
             if cache.kinds.get(i).is_none_or(Option::is_none) {
                 return;
@@ -535,14 +552,23 @@ impl LiveCluster {
                     if let Some(c) = cache.kinds[i].as_mut() {
                         c.relisting = Some(BTreeMap::new());
                     }
+                    if i == pods {
+                        cache.relisting_placeholders.clear();
+                    }
                 }
-                watcher::Event::InitApply(o) => {
-                    if let (Some(c), Some(o)) = (
-                        cache.kinds[i].as_mut(),
-                        Self::object_of(&kind, &api_version, &o),
-                    ) && let Some(buf) = c.relisting.as_mut()
-                    {
-                        buf.insert(key_of(&o), o);
+                watcher::Event::InitApply(_) => {
+                    if let Some((o, placeholder)) = object {
+                        let key = key_of(&o);
+                        if let Some(reservation) = placeholder {
+                            cache
+                                .relisting_placeholders
+                                .insert(reservation, key.clone());
+                        }
+                        if let Some(buf) =
+                            cache.kinds[i].as_mut().and_then(|c| c.relisting.as_mut())
+                        {
+                            buf.insert(key, o);
+                        }
                     }
                 }
                 watcher::Event::InitDone => {
@@ -558,10 +584,10 @@ impl LiveCluster {
                     }
                     cache.touch();
                 }
-                watcher::Event::Apply(o) => {
-                    if let Some(o) = Self::object_of(&kind, &api_version, &o) {
+                watcher::Event::Apply(_) => {
+                    if let Some((o, placeholder)) = object {
                         if i == pods {
-                            cache.index_pod(&o);
+                            cache.index_pod(&o, placeholder);
                         }
                         if let Some(c) = cache.kinds[i].as_mut() {
                             c.objects.insert(key_of(&o), o);
@@ -594,14 +620,15 @@ impl LiveCluster {
     async fn poll(self, i: usize, kind: WatchedKind) {
         let api_version: Arc<str> = kind.api_version().into();
         let api: Api<LeanObject> = Api::all_with(self.client(), &kind.api_resource());
+        let mut packer = JsonPacker::default();
         loop {
             match api.list(&ListParams::default()).await {
                 Ok(list) => {
                     let objects: BTreeMap<_, _> = list
                         .items
                         .iter()
-                        .filter_map(|o| Self::object_of(&kind, &api_version, o))
-                        .map(|o| (key_of(&o), o))
+                        .filter_map(|o| Self::object_of(&kind, &api_version, o, &mut packer))
+                        .map(|(o, _)| (key_of(&o), o))
                         .collect();
                     self.kind_error(i, None, false);
                     let mut cache = self.lock_cache();
@@ -704,7 +731,7 @@ impl LiveCluster {
             let revision = sink.next_revision();
             let time_ms = now_ms();
             let started = Instant::now();
-            // The snapshot keeps the cache's JSON (shared, not copied or compressed).
+            // The snapshot shares the cache's packed JSON (not copied).
             let mut live_rows = rows.take().unwrap_or_default();
             let built = tokio::task::spawn_blocking(move || {
                 let converted = live_rows.rows_converted();

@@ -65,6 +65,36 @@ async fn initial_sync_then_every_change_reaches_a_new_revision() {
 }
 
 #[tokio::test]
+async fn an_object_that_cannot_be_modelled_is_left_out_with_a_warning() {
+    let fake = FakeApiServer::start().await;
+    small(&fake);
+    let world = World::start(fake, fast()).await;
+    world
+        .until("the first revision", |w| w.pod_names().len() == 2)
+        .await;
+    // The API server validates quantities; a snapshot must not stall on one it let through.
+    let mut odd = pod("shop", "web-3", "n2");
+    odd["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("lots");
+    world.fake.apply(odd);
+    world.fake.apply(pod("shop", "web-4", "n2"));
+    world
+        .until("web-4 in a revision, web-3 warned about", |w| {
+            w.snapshot().is_some_and(|s| {
+                s.warnings
+                    .iter()
+                    .any(|w| w.message.contains("Pod shop/web-3") && w.message.contains("cpu"))
+            }) && w.pod_names() == ["shop/web-1", "shop/web-2", "shop/web-4"]
+        })
+        .await;
+    // Fixed, it comes in.
+    world.fake.apply(pod("shop", "web-3", "n2"));
+    world
+        .until("web-3 fixed", |w| w.pod_names().len() == 4)
+        .await;
+    assert!(world.snapshot().unwrap().warnings.is_empty());
+}
+
+#[tokio::test]
 async fn a_burst_of_changes_makes_one_revision() {
     let fake = FakeApiServer::start().await;
     small(&fake);

@@ -190,7 +190,7 @@ impl Store {
             .bind(o.namespace)
             .bind(o.name)
             .bind(o.uid)
-            .bind(o.body)
+            .bind(&*o.body)
             .execute(&mut *tx)
             .await?;
         }

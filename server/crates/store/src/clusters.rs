@@ -16,7 +16,7 @@ const INSERT_BATCH: usize = 1000;
 const OBJECT_COLUMNS: &str = "(cluster_id, kind, api_version, namespace, name, uid, body)";
 
 /// One Kubernetes object to store (borrowed from the caller's parsed document).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectRow<'a> {
     pub kind: &'a str,
     pub api_version: &'a str,
@@ -25,7 +25,7 @@ pub struct ObjectRow<'a> {
     pub name: &'a str,
     pub uid: Option<&'a str>,
     /// The object as JSON.
-    pub body: &'a str,
+    pub body: std::borrow::Cow<'a, str>,
 }
 
 /// One Kubernetes object as read back.
@@ -268,7 +268,7 @@ async fn insert_objects<'a>(
                 .bind(object.namespace)
                 .bind(object.name)
                 .bind(object.uid)
-                .bind(object.body);
+                .bind(&*object.body);
         }
         query.execute(&mut **tx).await?;
     }

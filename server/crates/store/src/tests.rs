@@ -30,7 +30,7 @@ fn rows(objects: &[StoredObject]) -> impl ExactSizeIterator<Item = ObjectRow<'_>
         namespace: o.namespace.as_deref(),
         name: &o.name,
         uid: o.uid.as_deref(),
-        body: &o.body,
+        body: o.body.as_str().into(),
     })
 }
 
