@@ -146,6 +146,9 @@ impl SnapshotBuilder {
             pdbs: std::mem::take(&mut snapshot.pdbs),
             priority_classes: std::mem::take(&mut snapshot.priority_classes),
             pvcs: std::mem::take(&mut snapshot.pvcs),
+            node_annotations: std::mem::take(&mut snapshot.node_annotations),
+            node_usage: std::mem::take(&mut snapshot.node_usage),
+            pod_usage: std::mem::take(&mut snapshot.pod_usage),
         };
         SnapshotBuilder {
             snapshot: tables,

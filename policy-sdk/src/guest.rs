@@ -20,7 +20,7 @@ pub mod bindings {
     });
 }
 
-use bindings::rebalancer::policy::{cluster, evictor, types};
+use bindings::rebalancer::policy::{cluster, evictor, state, types};
 
 /// [`Host`] over the WIT imports.
 struct WasmHost;
@@ -53,6 +53,18 @@ impl Host for WasmHost {
     }
     fn log(&mut self, level: LogLevel, message: &str) {
         cluster::log(to_wit_level(level), message)
+    }
+    fn state_get(&mut self, key: &str) -> Option<Vec<u8>> {
+        state::get(key)
+    }
+    fn state_put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+        state::put(key, value)
+    }
+    fn state_remove(&mut self, key: &str) -> bool {
+        state::remove(key)
+    }
+    fn state_keys(&mut self) -> Vec<String> {
+        state::keys()
     }
 }
 

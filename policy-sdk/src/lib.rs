@@ -20,6 +20,7 @@ pub mod build;
 pub mod k8s;
 pub mod model;
 pub mod policy;
+pub mod state;
 pub mod view;
 
 #[cfg(feature = "host")]
@@ -39,7 +40,7 @@ pub use policy::{
 pub use view::{Cluster, NodeRef, PodRef};
 
 /// The ABI version this SDK implements (the WIT package version).
-pub const ABI_VERSION: &str = "1.2.0";
+pub const ABI_VERSION: &str = "1.3.0";
 
 /// The WIT source, for hosts that generate bindings or inspect components.
 pub const WIT: &str = include_str!("../wit/policy.wit");

@@ -6,7 +6,7 @@
 //! [`Section`]s, each an rkyv archive; guests read them in place through [`crate::view`], and
 //! pull a section only when they first read it. Nothing here knows about wasmtime, SQL or HTTP.
 //!
-//! Sections (layout 2): the **core** ([`ArchivedSnapshot`]: strings, nodes, owners, namespaces,
+//! Sections (layout 3; layout 2 had sections 0–9): the **core** ([`ArchivedSnapshot`]: strings, nodes, owners, namespaces,
 //! PDBs, priority classes, PVCs and the pods' compact rows, [`ArchivedPod`]) and one **column**
 //! per bulky pod field (names, annotations, node selector, affinity, tolerations, topology spread,
 //! containers, conditions, volumes), indexed by pod id. A policy that never reads a pod's
@@ -25,8 +25,14 @@
 use rkyv::with::Inline;
 use rkyv::{Archive, Deserialize, Serialize};
 
-/// Version of this layout; reported in `snapshot-info.layout-version`.
-pub const LAYOUT_VERSION: u32 = 2;
+/// Version of this layout; reported in `snapshot-info.layout-version` to guests built with this
+/// SDK. Layout 3 (ABI 1.3) is layout 2 plus the sections from [`Section::NodeAnnotations`] on.
+pub const LAYOUT_VERSION: u32 = 3;
+
+/// The layout of the core section and the pod columns (sections 0–9), unchanged since layout
+/// 2: the core's own `layout_version` field says this, so that those sections stay
+/// byte-identical for guests built for layout 2 (ABI 1.1 and 1.2), which the host still runs.
+pub const CORE_LAYOUT_VERSION: u32 = 2;
 
 /// "No such entry" for `u32` references (pod not bound, no owner, …).
 pub const NONE: u32 = u32::MAX;
@@ -55,6 +61,58 @@ pub struct Snapshot {
     pub pdbs: Vec<Pdb>,
     pub priority_classes: Vec<PriorityClass>,
     pub pvcs: Vec<Pvc>,
+    /// Node annotations, indexed by node id (layout 3).
+    pub node_annotations: Vec<Vec<KeyValue>>,
+    /// Measured node usage, indexed by node id; [`UsageSource::None`] where none was reported
+    /// (layout 3).
+    pub node_usage: Vec<NodeUsage>,
+    /// Measured pod usage, indexed by pod id (layout 3).
+    pub pod_usage: Vec<PodUsage>,
+}
+
+/// Where a usage figure comes from.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[rkyv(derive(Debug, PartialEq, Eq))]
+#[repr(u8)]
+pub enum UsageSource {
+    /// Nothing reported.
+    #[default]
+    None,
+    /// Koordinator's `slo.koordinator.sh/v1alpha1` NodeMetric (koordlet).
+    NodeMetric,
+    /// `metrics.k8s.io/v1beta1` NodeMetrics / PodMetrics (metrics-server).
+    MetricsApi,
+}
+
+/// One node's measured usage (a NodeMetric, else metrics.k8s.io's NodeMetrics), with what
+/// Koordinator's load-aware plugins read beside it.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct NodeUsage {
+    pub source: UsageSource,
+    /// When it was measured (NodeMetric `status.updateTime`, NodeMetrics `timestamp`), ms since
+    /// the Unix epoch; `None` when the object does not say.
+    pub update_ms: Option<i64>,
+    /// The window it averages over (NodeMetric `spec.metricCollectPolicy
+    /// .aggregateDurationSeconds`, NodeMetrics `window`), ms; `None` when not said.
+    pub window_ms: Option<i64>,
+    /// The whole node's usage (NodeMetric `status.nodeMetric.nodeUsage`, NodeMetrics `usage`).
+    pub node: Vec<Quantity>,
+    /// Usage outside pods (NodeMetric `status.nodeMetric.systemUsage`; empty otherwise).
+    pub system: Vec<Quantity>,
+    /// The sum of the NodeMetric's `status.podsMetric` entries whose pod is not in the snapshot
+    /// (Koordinator still counts them); empty when there are none.
+    pub gone_pods: Vec<Quantity>,
+    /// The `node.koordinator.sh/raw-allocatable` annotation (what allocatable was before
+    /// Koordinator's overcommitment), parsed; empty when absent or unreadable.
+    pub raw_allocatable: Vec<Quantity>,
+}
+
+/// One pod's measured usage: its NodeMetric `podsMetric` entry, else the sum of its
+/// PodMetrics containers.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct PodUsage {
+    pub source: UsageSource,
+    pub usage: Vec<Quantity>,
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -425,11 +483,18 @@ pub enum Section {
     PodConditions = 8,
     /// `ArchivedVec<ArchivedVec<ArchivedVolume>>`: `spec.volumes`.
     PodVolumes = 9,
+    /// Layout 3: `ArchivedVec<ArchivedVec<ArchivedKeyValue>>`, indexed by **node** id: node
+    /// annotations.
+    NodeAnnotations = 10,
+    /// Layout 3: `ArchivedVec<ArchivedNodeUsage>`, indexed by node id.
+    NodeUsage = 11,
+    /// Layout 3: `ArchivedVec<ArchivedPodUsage>`, indexed by pod id.
+    PodUsage = 12,
 }
 
 impl Section {
     /// Every section of this layout, in id order.
-    pub const ALL: [Section; 10] = [
+    pub const ALL: [Section; 13] = [
         Section::Core,
         Section::PodNames,
         Section::PodAnnotations,
@@ -440,7 +505,20 @@ impl Section {
         Section::PodContainers,
         Section::PodConditions,
         Section::PodVolumes,
+        Section::NodeAnnotations,
+        Section::NodeUsage,
+        Section::PodUsage,
     ];
+
+    /// How many sections a layout has (layout 2: sections 0–9).
+    pub fn count_in_layout(layout: u32) -> usize {
+        if layout >= 3 { Section::ALL.len() } else { 10 }
+    }
+
+    /// Whether the section has one row per node (else per pod; the core has its own shape).
+    pub fn per_node(self) -> bool {
+        matches!(self, Section::NodeAnnotations | Section::NodeUsage)
+    }
 
     pub fn id(self) -> u32 {
         self as u32
@@ -463,6 +541,9 @@ impl Section {
             Section::PodContainers => "pod-containers",
             Section::PodConditions => "pod-conditions",
             Section::PodVolumes => "pod-volumes",
+            Section::NodeAnnotations => "node-annotations",
+            Section::NodeUsage => "node-usage",
+            Section::PodUsage => "pod-usage",
         }
     }
 }
@@ -667,7 +748,7 @@ pub fn to_bytes_aligned(
         buffer = match section {
             Section::Core => to_bytes_in(
                 &CoreSection {
-                    layout_version: snapshot.layout_version,
+                    layout_version: CORE_LAYOUT_VERSION,
                     revision: snapshot.revision,
                     time_ms: snapshot.time_ms,
                     strings: &snapshot.strings,
@@ -700,6 +781,24 @@ pub fn to_bytes_aligned(
             Section::PodContainers => column(pods, |p| &p.containers, buffer)?,
             Section::PodConditions => column(pods, |p| &p.conditions, buffer)?,
             Section::PodVolumes => column(pods, |p| &p.volumes, buffer)?,
+            Section::NodeAnnotations => rows(
+                &snapshot.node_annotations,
+                snapshot.nodes.len(),
+                &Vec::new(),
+                buffer,
+            )?,
+            Section::NodeUsage => rows(
+                &snapshot.node_usage,
+                snapshot.nodes.len(),
+                &NodeUsage::default(),
+                buffer,
+            )?,
+            Section::PodUsage => rows(
+                &snapshot.pod_usage,
+                pods.len(),
+                &PodUsage::default(),
+                buffer,
+            )?,
         };
         ranges.push(start..buffer.len());
     }
@@ -725,6 +824,30 @@ pub fn to_bytes_aligned(
             > + 'a,
     {
         let rows: Vec<&T> = pods.iter().map(field).collect();
+        to_bytes_in(With::<_, Map<Inline>>::cast(&rows), buffer)
+    }
+
+    /// A table indexed by node or pod id, archived with exactly `count` rows: missing rows
+    /// (a snapshot built without them) are `default`, extra ones are dropped.
+    fn rows<'a, T>(
+        table: &'a [T],
+        count: usize,
+        default: &'a T,
+        buffer: ArchiveBuffer,
+    ) -> Result<ArchiveBuffer, rkyv::rancor::Error>
+    where
+        T: rkyv::Archive
+            + for<'s> rkyv::Serialize<
+                rkyv::api::high::HighSerializer<
+                    ArchiveBuffer,
+                    rkyv::ser::allocator::ArenaHandle<'s>,
+                    rkyv::rancor::Error,
+                >,
+            > + 'a,
+    {
+        let rows: Vec<&T> = (0..count)
+            .map(|i| table.get(i).unwrap_or(default))
+            .collect();
         to_bytes_in(With::<_, Map<Inline>>::cast(&rows), buffer)
     }
 }

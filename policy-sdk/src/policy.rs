@@ -143,6 +143,14 @@ pub trait Host {
     fn node_fit(&mut self, pod: u32, candidates: &[u32]) -> Vec<u32>;
     fn object_json(&mut self, kind: &str, index: u32) -> Option<String>;
     fn log(&mut self, level: LogLevel, message: &str);
+    /// The policy's state ([`crate::state`]): the value of `key`.
+    fn state_get(&mut self, key: &str) -> Option<Vec<u8>>;
+    /// Set `key`; refused when the scope would exceed its size cap.
+    fn state_put(&mut self, key: &str, value: &[u8]) -> Result<(), String>;
+    /// Remove `key`; whether it was there.
+    fn state_remove(&mut self, key: &str) -> bool;
+    /// Every key, in order.
+    fn state_keys(&mut self) -> Vec<String>;
 }
 
 /// Where a plugin goes on after a proposal, as descheduler reacts to the error `Evict` returns
@@ -303,6 +311,41 @@ impl<'a> Context<'a> {
 
     pub fn debug(&mut self, message: &str) {
         self.host.log(LogLevel::Debug, message)
+    }
+
+    /// The value of `key` in this policy's state: bytes it put in an earlier run of the same
+    /// profile, plugin set and cluster (or earlier in this evaluation). What an evaluation puts
+    /// is kept only if it succeeds.
+    pub fn state_get(&mut self, key: &str) -> Option<Vec<u8>> {
+        self.host.state_get(key)
+    }
+
+    /// Set `key` in this policy's state. Refused when the scope (keys plus values) would exceed
+    /// the server's cap (`--policy-state-max-size`, 1 MiB by default).
+    pub fn state_put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+        self.host.state_put(key, value)
+    }
+
+    /// Remove `key` from this policy's state; whether it was there.
+    pub fn state_remove(&mut self, key: &str) -> bool {
+        self.host.state_remove(key)
+    }
+
+    /// Every key of this policy's state, in order.
+    pub fn state_keys(&mut self) -> Vec<String> {
+        self.host.state_keys()
+    }
+
+    /// [`Context::state_get`] of a JSON value; `None` when absent or not a `T`.
+    pub fn state_get_json<T: serde::de::DeserializeOwned>(&mut self, key: &str) -> Option<T> {
+        self.state_get(key)
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+    }
+
+    /// [`Context::state_put`] of a value as JSON.
+    pub fn state_put_json<T: Serialize>(&mut self, key: &str, value: &T) -> Result<(), String> {
+        let bytes = serde_json::to_vec(value).map_err(|e| e.to_string())?;
+        self.state_put(key, &bytes)
     }
 }
 

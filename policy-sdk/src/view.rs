@@ -13,10 +13,10 @@ use rkyv::vec::ArchivedVec;
 
 use crate::model::{
     ArchivedAffinity, ArchivedContainer, ArchivedKeyValue, ArchivedNamespace, ArchivedNode,
-    ArchivedOwner, ArchivedPod, ArchivedPodCondition, ArchivedPodNames, ArchivedPodPhase,
-    ArchivedQosClass, ArchivedSnapshot, ArchivedTaintEffect, ArchivedToleration,
-    ArchivedTopologySpreadConstraint, ArchivedVolume, ContainerKind, NONE, PodPhase, QosClass,
-    Section, StrId, TaintEffect, header,
+    ArchivedNodeUsage, ArchivedOwner, ArchivedPod, ArchivedPodCondition, ArchivedPodNames,
+    ArchivedPodPhase, ArchivedPodUsage, ArchivedQosClass, ArchivedSnapshot, ArchivedTaintEffect,
+    ArchivedToleration, ArchivedTopologySpreadConstraint, ArchivedVolume, ContainerKind, NONE,
+    PodPhase, QosClass, Section, StrId, TaintEffect, header,
 };
 
 /// Where a [`Cluster`]'s columns come from.
@@ -98,6 +98,7 @@ impl<'a> Cluster<'a> {
         let archive = rkyv::access::<ArchivedSnapshot, rancor::Error>(section(Section::Core)?)
             .map_err(|e| SnapshotError(format!("section core: {e}")))?;
         let pods = archive.pods.len();
+        let nodes = archive.nodes.len();
         for s in &Section::ALL[1..] {
             let bytes = section(*s)?;
             let count = match s {
@@ -114,11 +115,19 @@ impl<'a> Cluster<'a> {
                 Section::PodContainers => rows::<List<ArchivedContainer>>(bytes, *s)?,
                 Section::PodConditions => rows::<List<ArchivedPodCondition>>(bytes, *s)?,
                 Section::PodVolumes => rows::<List<ArchivedVolume>>(bytes, *s)?,
+                Section::NodeAnnotations => rows::<List<ArchivedKeyValue>>(bytes, *s)?,
+                Section::NodeUsage => rows::<ArchivedNodeUsage>(bytes, *s)?,
+                Section::PodUsage => rows::<ArchivedPodUsage>(bytes, *s)?,
             };
-            // The view indexes every column by pod id.
-            if count != pods {
+            // The view indexes every column by pod (or node) id.
+            let (expected, what) = if s.per_node() {
+                (nodes, "nodes")
+            } else {
+                (pods, "pods")
+            };
+            if count != expected {
                 return Err(SnapshotError(format!(
-                    "section {} has {count} rows for {pods} pods",
+                    "section {} has {count} rows for {expected} {what}",
                     s.name()
                 )));
             }
@@ -334,6 +343,23 @@ impl<'a> NodeRef<'a> {
     pub fn name(&self) -> &'a str {
         self.cluster.str(self.raw.name.to_native())
     }
+    /// Annotations (interned), without `kubectl.kubernetes.io/last-applied-configuration`
+    /// (layout 3: section `node-annotations`).
+    #[inline]
+    pub fn annotations(&self) -> &'a [ArchivedKeyValue] {
+        self.cluster.rows(Section::NodeAnnotations, self.id)
+    }
+    /// Annotation value by key text.
+    pub fn annotation(&self, key: &str) -> Option<&'a str> {
+        let key = self.cluster.lookup(key)?;
+        kv_get(self.annotations(), key).map(|v| self.cluster.str(v))
+    }
+    /// Measured usage (layout 3: section `node-usage`); its `source` is
+    /// [`UsageSource::None`](crate::model::UsageSource::None) when nothing was reported.
+    #[inline]
+    pub fn usage(&self) -> &'a ArchivedNodeUsage {
+        &self.cluster.column::<ArchivedNodeUsage>(Section::NodeUsage)[self.id as usize]
+    }
     #[inline]
     pub fn name_id(&self) -> StrId {
         self.raw.name.to_native()
@@ -421,6 +447,12 @@ impl<'a> PodRef<'a> {
     #[inline]
     pub fn annotations(&self) -> &'a [ArchivedKeyValue] {
         self.cluster.rows(Section::PodAnnotations, self.id)
+    }
+    /// Measured usage (layout 3: section `pod-usage`); its `source` is
+    /// [`UsageSource::None`](crate::model::UsageSource::None) when nothing was reported.
+    #[inline]
+    pub fn usage(&self) -> &'a ArchivedPodUsage {
+        &self.cluster.column::<ArchivedPodUsage>(Section::PodUsage)[self.id as usize]
     }
     /// `spec.nodeSelector` (interned).
     #[inline]

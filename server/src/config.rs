@@ -96,6 +96,12 @@ pub struct ServeArgs {
           default_value_t = ByteSize(SandboxLimits::default().max_log_bytes as u64))]
     pub policy_max_log: ByteSize,
 
+    /// Size cap of one policy state scope (keys plus values: what one policy keeps per
+    /// cluster, profile and plugin set from one run to the next).
+    #[arg(long, env = "REBALANCER_POLICY_STATE_MAX_SIZE",
+          default_value_t = ByteSize(SandboxLimits::default().max_state_bytes as u64))]
+    pub policy_state_max_size: ByteSize,
+
     /// Policy compilations and runs allowed at once (0: one per CPU).
     #[arg(
         long,
@@ -469,6 +475,7 @@ impl TryFrom<ServeArgs> for Settings {
             stack_bytes: size("policy-stack", args.policy_stack, 64 << 10)?,
             max_proposals: args.policy_max_proposals,
             max_log_bytes: size("policy-max-log", args.policy_max_log, 0)?,
+            max_state_bytes: size("policy-state-max-size", args.policy_state_max_size, 0)?,
         };
         if let Some((name, wasm)) = rebalancer_builtins::modules()
             .iter()

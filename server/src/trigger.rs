@@ -27,9 +27,10 @@ use rebalancer_cluster::Clusters;
 use rebalancer_engine::profile::{ProfileError, ProfileSpec};
 use rebalancer_engine::run::{self, RunError, RunReport};
 use rebalancer_engine::{Engine, PolicyRegistry};
+use rebalancer_policy_sdk::state;
 use rebalancer_store::{
-    NewDecision, NewRun, RunEnd, RunRecord, RunStatus, RunTrigger, ScheduleRecord, Store,
-    StoreError, now_ms,
+    NewDecision, NewRun, RunEnd, RunRecord, RunStatus, RunTrigger, ScheduleRecord, StateWrite,
+    Store, StoreError, now_ms,
 };
 
 /// What running (and scheduling) needs. Cheap to clone.
@@ -168,6 +169,7 @@ async fn evaluate_and_record(
     snapshot: Arc<rebalancer_cluster::ClusterSnapshot>,
 ) -> Result<FinishedRun, RunFailure> {
     tracing::info!(revision = run.cluster_revision, "run started");
+    let states = load_policy_states(deps, &run).await?;
     let permit = deps
         .evaluations
         .clone()
@@ -178,13 +180,19 @@ async fn evaluate_and_record(
     let span = tracing::Span::current();
     let outcome = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        span.in_scope(|| run::execute(&engine, &registry, &spec, &snapshot))
+        span.in_scope(|| run::execute(&engine, &registry, &spec, &snapshot, states))
     })
     .await;
 
     match outcome {
-        Ok(Ok(report)) => {
+        Ok(Ok(mut report)) => {
             let recording = Instant::now();
+            // A dry run's proposals can never be executed: they start no cooldown.
+            if run.dry_run {
+                report
+                    .state_updates
+                    .retain(|u| (u.plugin_set.as_str(), u.plugin.as_str()) != run::COOLDOWN_SCOPE);
+            }
             let decisions: Vec<NewDecision<'_>> = report
                 .proposals
                 .iter()
@@ -198,19 +206,57 @@ async fn evaluate_and_record(
                     reason: &p.reason,
                 })
                 .collect();
-            let report_json =
-                serde_json::to_string(&report).map_err(|e| StoreError::corrupt("run report", e))?;
+            let encoded: Vec<Vec<u8>> = report
+                .state_updates
+                .iter()
+                .map(|u| state::encode(u.scope.entries()))
+                .collect();
+            let writes: Vec<StateWrite<'_>> = report
+                .state_updates
+                .iter()
+                .zip(&encoded)
+                .map(|(u, data)| StateWrite {
+                    plugin_set: &u.plugin_set,
+                    policy: &u.plugin,
+                    base_version: u.base_version,
+                    data,
+                })
+                .collect();
+            // The report says which state commits lost to a concurrent run; it is written in
+            // the same transaction as the state.
+            let conflicted = std::sync::Mutex::new(Vec::new());
+            let render = |conflicts: &[usize]| {
+                *conflicted.lock().unwrap_or_else(|p| p.into_inner()) = conflicts.to_vec();
+                let json = if conflicts.is_empty() {
+                    serde_json::to_string(&report)
+                } else {
+                    let mut marked = report.clone();
+                    mark_state_conflicts(&mut marked, conflicts, &run);
+                    serde_json::to_string(&marked)
+                };
+                json.unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "serialising a run report failed");
+                    "{}".into()
+                })
+            };
             let finished_at = deps
                 .store
                 .finish_run(
                     run.id,
                     RunEnd::Succeeded {
-                        report: &report_json,
+                        report: &render,
                         decisions: &decisions,
+                        state: &writes,
                     },
                 )
                 .await?;
-            drop(decisions);
+            drop((decisions, writes));
+            let conflicts = conflicted.into_inner().unwrap_or_else(|p| p.into_inner());
+            mark_state_conflicts(&mut report, &conflicts, &run);
+            for &i in &conflicts {
+                let update = &report.state_updates[i];
+                tracing::warn!(plugin = %update.plugin, plugin_set = %update.plugin_set, "policy state conflict: another run committed first; this run's change was dropped");
+            }
             for policy in &report.policies {
                 deps.metrics.policy_evaluated(PolicyEvaluation {
                     policy: &policy.plugin,
@@ -441,6 +487,56 @@ async fn start(
     deps.store
         .schedule_finished(schedule.id, run_id, error.as_deref())
         .await
+}
+
+/// The policy state scopes of the run's profile on its cluster, as stored. A scope that cannot
+/// be decoded (a database edited by hand) is a store error: the run fails rather than starting
+/// its policies from an empty state.
+async fn load_policy_states(deps: &Deps, run: &RunRecord) -> Result<run::PolicyStates, RunFailure> {
+    let max_bytes = deps.engine.limits().max_state_bytes;
+    let mut states = run::PolicyStates::new(max_bytes);
+    for stored in deps
+        .store
+        .load_policy_state(&run.cluster, &run.profile)
+        .await?
+    {
+        let entries = state::decode(&stored.data).map_err(|e| {
+            StoreError::corrupt(
+                format!(
+                    "policy state of {} in plugin set {} (profile {}, cluster {})",
+                    stored.policy, stored.plugin_set, run.profile, run.cluster
+                ),
+                e,
+            )
+        })?;
+        states.scopes.insert(
+            (stored.plugin_set, stored.policy),
+            (state::StateScope::new(entries, max_bytes), stored.version),
+        );
+    }
+    Ok(states)
+}
+
+/// Note in `report` that the state commits at `conflicts` (indexes into its `state_updates`)
+/// lost to another run.
+fn mark_state_conflicts(report: &mut RunReport, conflicts: &[usize], run: &RunRecord) {
+    for &i in conflicts {
+        let (plugin, plugin_set) = {
+            let update = &report.state_updates[i];
+            (update.plugin.clone(), update.plugin_set.clone())
+        };
+        if let Some(outcome) = report
+            .policies
+            .iter_mut()
+            .find(|p| p.plugin == plugin && p.plugin_set == plugin_set)
+        {
+            outcome.state_conflict = Some(format!(
+                "another run of profile {:?} on cluster {:?} committed this policy's state \
+                 first; this run's change to it was dropped",
+                run.profile, run.cluster
+            ));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //!
 //! Must not make decisions: every pod passes, every proposal is accepted.
 
+use rebalancer_policy_sdk::state::StateScope;
 use rebalancer_policy_sdk::{Cluster, Host, LogLevel, Refusal};
 
 /// A host that admits everything: Ready nodes, every pod passes both filters, every proposal is
@@ -12,6 +13,8 @@ pub struct PassThroughHost {
     pub ready_nodes: Vec<u32>,
     pub proposals: usize,
     pub host_calls: usize,
+    /// The policy's state, kept in memory.
+    pub scope: StateScope,
 }
 
 impl Host for PassThroughHost {
@@ -37,6 +40,18 @@ impl Host for PassThroughHost {
         None
     }
     fn log(&mut self, _level: LogLevel, _message: &str) {}
+    fn state_get(&mut self, key: &str) -> Option<Vec<u8>> {
+        self.scope.get(key).map(<[u8]>::to_vec)
+    }
+    fn state_put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+        self.scope.put(key, value)
+    }
+    fn state_remove(&mut self, key: &str) -> bool {
+        self.scope.remove(key)
+    }
+    fn state_keys(&mut self) -> Vec<String> {
+        self.scope.keys()
+    }
 }
 
 impl PassThroughHost {

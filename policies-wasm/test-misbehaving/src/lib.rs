@@ -59,6 +59,11 @@ pub enum Behaviour {
     ScribbleSnapshot,
     /// Asks `cluster.map-section` for an offset that is not on a wasm page boundary.
     MapSectionUnaligned,
+    /// Counts its runs in its policy state (key `runs`, JSON) and logs `run N`; with `count`,
+    /// also puts `count` bytes under `pad` (to reach the state cap). Fails if a put is refused.
+    CountRuns,
+    /// Does what `count-runs` does, then traps: the state change must not be committed.
+    CountRunsThenTrap,
 }
 
 impl Behaviour {
@@ -77,10 +82,12 @@ impl Behaviour {
             Behaviour::FloodProposalBatches => "flood-proposal-batches",
             Behaviour::ScribbleSnapshot => "scribble-snapshot",
             Behaviour::MapSectionUnaligned => "map-section-unaligned",
+            Behaviour::CountRuns => "count-runs",
+            Behaviour::CountRunsThenTrap => "count-runs-then-trap",
         }
     }
 
-    const ALL: [Behaviour; 13] = [
+    const ALL: [Behaviour; 15] = [
         Behaviour::None,
         Behaviour::Propose,
         Behaviour::ProposeBatch,
@@ -94,6 +101,8 @@ impl Behaviour {
         Behaviour::FloodProposalBatches,
         Behaviour::ScribbleSnapshot,
         Behaviour::MapSectionUnaligned,
+        Behaviour::CountRuns,
+        Behaviour::CountRunsThenTrap,
     ];
 }
 
@@ -209,7 +218,22 @@ fn misbehave(ctx: &mut Context<'_>, args: &TestMisbehavingArgs) -> Result<(), St
             propose(ctx, args.count.unwrap_or(1))
         }
         Behaviour::MapSectionUnaligned => raw::map_unaligned(),
+        Behaviour::CountRuns => count_runs(ctx, args.count),
+        Behaviour::CountRunsThenTrap => {
+            count_runs(ctx, args.count)?;
+            trap()
+        }
     }
+}
+
+fn count_runs(ctx: &mut Context<'_>, pad: Option<u64>) -> Result<(), String> {
+    let runs: u64 = ctx.state_get_json("runs").unwrap_or(0) + 1;
+    ctx.state_put_json("runs", &runs)?;
+    if let Some(bytes) = pad {
+        ctx.state_put("pad", &vec![b'x'; bytes as usize])?;
+    }
+    ctx.info(&format!("run {runs}"));
+    Ok(())
 }
 
 /// The behaviours that go around the SDK to the raw `cluster` imports.

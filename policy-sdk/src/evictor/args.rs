@@ -66,6 +66,12 @@ pub struct DefaultEvictorArgs {
     /// Deprecated: `podProtections.defaultDisabled: [FailedBarePods]`.
     #[serde(default)]
     pub evict_failed_bare_pods: bool,
+    /// Rebalancer's own, opt-in (not in descheduler): a Go duration (`"30m"`). A pod whose
+    /// owner (first ownerRef) had a pod proposed by an earlier run of this profile on this
+    /// cluster less than this long ago does not pass Filter, so evict-and-return loops stop.
+    /// Remembered in the profile's policy state; dry runs do not count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cooldown: Option<String>,
 }
 
 /// `priorityThreshold`: a value or the name of a PriorityClass (only one of them).
@@ -244,6 +250,16 @@ impl DefaultEvictorArgs {
                     self.no_eviction_policy
                 ),
             ));
+        }
+        if let Some(c) = &self.cooldown {
+            match crate::k8s::duration::parse_go_duration(c) {
+                Ok(ns) if ns > 0 => {}
+                Ok(_) => errors.push(ArgError::new(
+                    "cooldown",
+                    format!("must be a positive duration, got {c:?}"),
+                )),
+                Err(e) => errors.push(ArgError::new("cooldown", e)),
+            }
         }
         if self.has_deprecated_fields() && self.uses_pod_protections() {
             errors.push(ArgError::new(

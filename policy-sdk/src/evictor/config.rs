@@ -34,6 +34,8 @@ pub struct EvictorConfig {
     /// Nanoseconds and the duration as Go prints it.
     pub(super) min_pod_age: Option<(i128, String)>,
     pub(super) mandatory_no_eviction: bool,
+    /// `cooldown` in ms and as Go prints it.
+    pub(super) cooldown: Option<(i64, String)>,
 }
 
 impl EvictorConfig {
@@ -118,6 +120,20 @@ impl EvictorConfig {
             }
             None => None,
         };
+        let cooldown = match &args.cooldown {
+            Some(s) => {
+                let ns = parse_go_duration(s).map_err(|e| vec![ArgError::new("cooldown", e)])?;
+                if ns <= 0 {
+                    return Err(vec![ArgError::new(
+                        "cooldown",
+                        format!("must be positive, got {s:?}"),
+                    )]);
+                }
+                let ms = i64::try_from(ns / 1_000_000).unwrap_or(i64::MAX).max(1);
+                Some((ms, format_go_duration(ns)))
+            }
+            None => None,
+        };
         Ok(EvictorConfig {
             args: args.clone(),
             protections,
@@ -130,6 +146,7 @@ impl EvictorConfig {
             min_replicas: args.min_replicas,
             min_pod_age,
             mandatory_no_eviction: args.no_eviction_policy == "Mandatory",
+            cooldown,
         })
     }
 
@@ -151,12 +168,18 @@ impl EvictorConfig {
             min_replicas: 0,
             min_pod_age: None,
             mandatory_no_eviction: false,
+            cooldown: None,
             args,
         }
     }
 
     pub fn args(&self) -> &DefaultEvictorArgs {
         &self.args
+    }
+
+    /// The `cooldown` in ms, when set.
+    pub fn cooldown_ms(&self) -> Option<i64> {
+        self.cooldown.as_ref().map(|(ms, _)| *ms)
     }
 
     pub fn protections(&self) -> Protections {

@@ -94,6 +94,23 @@ impl Evictor<'_> {
             }
             return false;
         }
+        // Also before the evict annotation: the cooldown exists to stop evict-and-return loops.
+        if let Some((window, text)) = &config.cooldown {
+            let owner = pod.raw.owner.to_native();
+            if let Some(&at) = self.state.recent_owners.get(&owner) {
+                let age = self.cluster.time_ms() - at;
+                if age < *window {
+                    if let Some(v) = out.as_deref_mut() {
+                        v.push(format!(
+                            "a pod of its owner was proposed {} ago, within the evictor's cooldown \
+                             of {text}",
+                            crate::k8s::duration::format_go_duration(i128::from(age) * 1_000_000)
+                        ));
+                    }
+                    return false;
+                }
+            }
+        }
         if t.evict_annotation() {
             return true;
         }

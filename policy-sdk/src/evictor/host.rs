@@ -11,6 +11,7 @@ use super::state::{LogEntry, RunState};
 use std::fmt;
 
 use crate::policy::{Host, LogLevel, Refusal};
+use crate::state::StateScope;
 use crate::view::Cluster;
 
 /// Serves [`Host::object_json`]: the full object of a `kind` (`Pod`, `Node`, …) by table index.
@@ -32,6 +33,9 @@ pub struct Evictor<'a> {
     pub logs: Vec<LogEntry>,
     /// Serves [`Host::object_json`]; `None` answers `None`.
     pub object_json: Option<&'a mut ObjectJsonFn<'a>>,
+    /// The policy's state scope; `None`: state is unavailable (reads find nothing, writes are
+    /// refused).
+    pub scope: Option<&'a mut StateScope>,
 }
 
 impl<'a> Evictor<'a> {
@@ -54,7 +58,14 @@ impl<'a> Evictor<'a> {
             plugin_set,
             logs: Vec::new(),
             object_json: None,
+            scope: None,
         }
+    }
+
+    /// Serve the state calls from `scope`.
+    pub fn with_scope(mut self, scope: &'a mut StateScope) -> Self {
+        self.scope = Some(scope);
+        self
     }
 
     /// Answer [`Host::object_json`] with `f`.
@@ -114,6 +125,25 @@ impl Host for Evictor<'_> {
 
     fn object_json(&mut self, kind: &str, index: u32) -> Option<String> {
         self.object_json.as_mut().and_then(|f| f(kind, index))
+    }
+
+    fn state_get(&mut self, key: &str) -> Option<Vec<u8>> {
+        self.scope.as_ref()?.get(key).map(<[u8]>::to_vec)
+    }
+
+    fn state_put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+        match self.scope.as_mut() {
+            Some(scope) => scope.put(key, value),
+            None => Err("policy state is not available here".into()),
+        }
+    }
+
+    fn state_remove(&mut self, key: &str) -> bool {
+        self.scope.as_mut().is_some_and(|s| s.remove(key))
+    }
+
+    fn state_keys(&mut self) -> Vec<String> {
+        self.scope.as_ref().map(|s| s.keys()).unwrap_or_default()
     }
 
     fn log(&mut self, level: LogLevel, message: &str) {

@@ -84,6 +84,9 @@ pub struct RunState {
     pub(super) proposals: Vec<AcceptedProposal>,
     pub(super) refusals: Vec<RefusedProposal>,
     pub(super) refusal_counts: RefusalCounts,
+    /// Owner (index into the snapshot's owners) → when an earlier run last proposed one of its
+    /// pods (ms), for the evictor's `cooldown`.
+    pub(super) recent_owners: HashMap<u32, i64>,
 }
 
 impl RunState {
@@ -98,7 +101,15 @@ impl RunState {
             proposals: Vec::new(),
             refusals: Vec::new(),
             refusal_counts: RefusalCounts::default(),
+            recent_owners: HashMap::new(),
         }
+    }
+
+    /// When earlier runs last proposed a pod of each owner (index into the snapshot's owners →
+    /// ms), for the evictor's `cooldown`.
+    pub fn with_recent_owners(mut self, recent: HashMap<u32, i64>) -> Self {
+        self.recent_owners = recent;
+        self
     }
 
     pub fn limits(&self) -> Limits {

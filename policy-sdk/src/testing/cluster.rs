@@ -14,9 +14,9 @@ use crate::evictor::{ClusterIndex, DefaultEvictorArgs, EvictorConfig, RunState};
 use crate::k8s::selector::Selector;
 use crate::k8s::{quantity, resources};
 use crate::model::{
-    self, Affinity, Container, ContainerKind, Namespace, Node, OwnerRef, Pdb, Pod, PodCondition,
-    PreferredSchedulingTerm, PriorityClass, Pvc, Quantity, Snapshot, Taint, Toleration, Volume,
-    WeightedPodAffinityTerm,
+    self, Affinity, Container, ContainerKind, Namespace, Node, NodeUsage, OwnerRef, Pdb, Pod,
+    PodCondition, PodUsage, PreferredSchedulingTerm, PriorityClass, Pvc, Quantity, Snapshot, Taint,
+    Toleration, Volume, WeightedPodAffinityTerm,
 };
 use crate::policy::{ExtensionPoint, Policy};
 use crate::view::Cluster;
@@ -198,12 +198,33 @@ impl TestCluster {
                 ready: n.ready,
                 creation_ms: now - 30 * DAY_MS,
             };
-            b.snapshot_mut().nodes.push(node);
+            let annotations = kvs(&mut b, &n.annotations);
+            let what = format!("node {}", n.name);
+            let usage = NodeUsage {
+                source: n.usage_source,
+                update_ms: n.usage_age_ms.map(|age| now - age),
+                window_ms: n.usage_window_ms,
+                node: quantities(&mut b, &n.usage, &what),
+                system: quantities(&mut b, &n.system_usage, &what),
+                gone_pods: quantities(&mut b, &n.gone_pods_usage, &what),
+                raw_allocatable: quantities(&mut b, &n.raw_allocatable, &what),
+            };
+            let t = b.snapshot_mut();
+            t.nodes.push(node);
+            t.node_annotations.push(annotations);
+            t.node_usage.push(usage);
         }
 
         for p in &self.pods {
             let pod = self.build_pod(&mut b, p);
-            b.snapshot_mut().pods.push(pod);
+            let what = format!("pod {}/{}", p.namespace, p.name);
+            let usage = PodUsage {
+                source: p.usage_source,
+                usage: quantities(&mut b, &p.usage, &what),
+            };
+            let t = b.snapshot_mut();
+            t.pods.push(pod);
+            t.pod_usage.push(usage);
         }
 
         for p in &self.pdbs {
@@ -424,4 +445,26 @@ impl TestCluster {
     pub fn run<P: Policy>(&self, point: ExtensionPoint, args: &str) -> TestRun {
         self.session().run::<P>(point, args)
     }
+
+    /// Run one extension point of `P` in a fresh run with `state` as its policy state (committed
+    /// into `state` only if the run succeeds; see [`TestSession::run_with_state`]).
+    pub fn run_with_state<P: Policy>(
+        &self,
+        point: ExtensionPoint,
+        args: &str,
+        state: &mut crate::state::StateScope,
+    ) -> TestRun {
+        self.session().run_with_state::<P>(point, args, state)
+    }
+}
+
+/// `(resource, quantity)` pairs in milli-units.
+fn quantities(b: &mut SnapshotBuilder, list: &[(String, String)], what: &str) -> Vec<Quantity> {
+    list.iter()
+        .map(|(res, q)| Quantity {
+            resource: b.intern(res),
+            milli: quantity::parse_milli(q)
+                .unwrap_or_else(|e| panic!("{what}: usage {res}={q:?}: {e}")),
+        })
+        .collect()
 }

@@ -53,7 +53,7 @@ pub use crate::evictor::{Limits, LogEntry};
 pub use crate::model::TaintEffect::{self, NoExecute, NoSchedule, PreferNoSchedule};
 pub use crate::model::{
     InclusionPolicy, PodPhase, QosClass, SelectorOperator, TolerationOperator,
-    UnhealthyPodEvictionPolicy, WhenUnsatisfiable,
+    UnhealthyPodEvictionPolicy, UsageSource, WhenUnsatisfiable,
 };
 pub use crate::policy::ExtensionPoint::{Balance, Deschedule};
 

@@ -38,6 +38,8 @@ pub struct TestRun {
     pub logs: Vec<LogEntry>,
     /// The policy's result (`Err` also when the args, evictor args or node selector are invalid).
     pub result: Result<(), String>,
+    /// The policy changed its state and succeeded, so the change was committed.
+    pub state_changed: bool,
 }
 
 impl TestRun {

@@ -119,6 +119,9 @@ pub struct TestPod {
     pub(super) volumes: Vec<(String, VolumeKind, String)>,
     pub(super) resource_claims: bool,
     pub(super) conditions: Vec<(String, String, String, Option<i64>)>,
+    /// Measured usage (resource, quantity) and where it comes from.
+    pub(super) usage: Vec<(String, String)>,
+    pub(super) usage_source: UsageSource,
 }
 
 impl TestPod {
@@ -136,6 +139,8 @@ impl TestPod {
             phase: PodPhase::Running,
             reason: None,
             ready: None,
+            usage: Vec::new(),
+            usage_source: UsageSource::None,
             created_ago_ms: DAY_MS,
             started_ago_ms: Some(DAY_MS),
             terminating: false,
@@ -477,6 +482,23 @@ impl TestPod {
             reason.to_owned(),
             Some(ago_secs),
         ));
+        self
+    }
+}
+
+impl TestPod {
+    /// Measured usage of `resource` (`"cpu"`, `"500m"`), as its node's NodeMetric reports it.
+    pub fn usage(mut self, resource: &str, quantity: &str) -> Self {
+        set_pair(&mut self.usage, resource, quantity);
+        if self.usage_source == UsageSource::None {
+            self.usage_source = UsageSource::NodeMetric;
+        }
+        self
+    }
+
+    /// Where [`TestPod::usage`] comes from (NodeMetric by default).
+    pub fn usage_source(mut self, source: UsageSource) -> Self {
+        self.usage_source = source;
         self
     }
 }

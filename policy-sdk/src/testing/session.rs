@@ -7,6 +7,7 @@
 use super::*;
 use crate::evictor::{ClusterIndex, Evictor, EvictorConfig, RunState};
 use crate::policy::{ArgError, Context, ExtensionPoint, Policy, evaluate};
+use crate::state::StateScope;
 use crate::view::Cluster;
 
 /// Run one extension point of `P` against `cluster` in a fresh run (see [`TestCluster::run`]).
@@ -107,13 +108,40 @@ impl TestSession {
         self.run_in::<P>("default", point, args)
     }
 
-    /// Run `P` as a plugin of `plugin_set`, continuing this session's run.
+    /// Run `P` as a plugin of `plugin_set`, continuing this session's run. Its state starts
+    /// empty (see [`TestSession::run_with_state`]).
     pub fn run_in<P: Policy>(
         &mut self,
         plugin_set: &str,
         point: ExtensionPoint,
         args: &str,
     ) -> TestRun {
+        let mut state = StateScope::default();
+        self.run_in_with_state::<P>(plugin_set, point, args, &mut state)
+    }
+
+    /// Run `P` as a plugin of plugin set `default` with `state` as its policy state, committing
+    /// what it changes into `state` only if it succeeds, as the server does. Pass the same
+    /// `state` to the runs of several sessions (one per simulated cluster revision) to test a
+    /// policy that remembers.
+    pub fn run_with_state<P: Policy>(
+        &mut self,
+        point: ExtensionPoint,
+        args: &str,
+        state: &mut StateScope,
+    ) -> TestRun {
+        self.run_in_with_state::<P>("default", point, args, state)
+    }
+
+    /// [`TestSession::run_with_state`] as a plugin of `plugin_set`.
+    pub fn run_in_with_state<P: Policy>(
+        &mut self,
+        plugin_set: &str,
+        point: ExtensionPoint,
+        args: &str,
+        state: &mut StateScope,
+    ) -> TestRun {
+        let mut scope = state.reloaded();
         let (p0, r0, l0) = (
             self.state.proposals().len(),
             self.state.refusals().len(),
@@ -134,13 +162,18 @@ impl TestSession {
                     nodes,
                     &plugin,
                     plugin_set,
-                );
+                )
+                .with_scope(&mut scope);
                 let mut ctx = Context::new(cluster, &mut evictor);
                 let result = evaluate::<P>(&mut ctx, point, args);
                 self.logs.append(&mut evictor.logs);
                 result
             }
         };
+        let state_changed = result.is_ok() && scope.changed();
+        if state_changed {
+            *state = scope.reloaded();
+        }
         let describe = |pod: u32| {
             if (pod as usize) < cluster.pod_count() {
                 let p = cluster.pod(pod);
@@ -184,6 +217,7 @@ impl TestSession {
                 .collect(),
             logs: self.logs[l0..].to_vec(),
             result,
+            state_changed,
         }
     }
 }

@@ -325,3 +325,119 @@ fn bad_quantities_name_the_object() {
         .pod(TestPod::new("a", "p").cpu("lots"))
         .snapshot();
 }
+
+#[test]
+fn test_clusters_carry_annotations_and_usage() {
+    use crate::model::ArchivedUsageSource;
+    let session = TestCluster::new()
+        .now_ms(1_000_000)
+        .node(
+            TestNode::new("hot")
+                .annotation("team", "a")
+                .usage("cpu", "3500m")
+                .system_usage("cpu", "200m")
+                .raw_allocatable("cpu", "8")
+                .usage_age_ms(Some(60_000))
+                .usage_window_ms(Some(300_000)),
+        )
+        .node(TestNode::new("quiet"))
+        .pod(
+            TestPod::new("shop", "web-1")
+                .on_node("hot")
+                .usage("cpu", "1"),
+        )
+        .pod(
+            TestPod::new("shop", "web-2")
+                .on_node("quiet")
+                .usage("memory", "1Gi")
+                .usage_source(UsageSource::MetricsApi),
+        )
+        .session();
+    let c = session.cluster();
+    let hot = c.node(0).usage();
+    assert_eq!(hot.source, ArchivedUsageSource::NodeMetric);
+    assert_eq!(hot.node[0].milli.to_native(), 3_500);
+    assert_eq!(hot.system[0].milli.to_native(), 200);
+    assert_eq!(hot.raw_allocatable[0].milli.to_native(), 8_000);
+    assert_eq!(hot.update_ms.as_ref().map(|t| t.to_native()), Some(940_000));
+    assert_eq!(hot.window_ms.as_ref().map(|t| t.to_native()), Some(300_000));
+    assert_eq!(c.node(0).annotation("team"), Some("a"));
+    assert_eq!(c.node(1).usage().source, ArchivedUsageSource::None);
+    assert_eq!(c.node(1).annotation("team"), None);
+    assert_eq!(c.pod(0).usage().usage[0].milli.to_native(), 1_000);
+    assert_eq!(c.pod(1).usage().source, ArchivedUsageSource::MetricsApi);
+}
+
+/// Counts its runs in its state; fails (after counting) when told to.
+struct Counter;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CounterArgs {
+    #[serde(default)]
+    fail: bool,
+}
+
+impl Policy for Counter {
+    type Args = CounterArgs;
+
+    fn info() -> PolicyInfo {
+        PolicyInfo {
+            name: "Counter".into(),
+            version: "0.1.0".into(),
+            description: "test policy".into(),
+            extension_points: vec![ExtensionPoint::Balance],
+            args_schema: serde_json::json!({}),
+            default_args: serde_json::json!({}),
+        }
+    }
+
+    fn balance(ctx: &mut Context<'_>, args: &CounterArgs) -> Result<(), String> {
+        let runs: u32 = ctx.state_get_json("runs").unwrap_or(0);
+        ctx.state_put_json("runs", &(runs + 1))?;
+        ctx.info(&format!("run {}", runs + 1));
+        if args.fail {
+            return Err("told to fail".into());
+        }
+        if runs + 1 == 2 {
+            ctx.state_put("big", &[0; 64])?;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn state_is_kept_across_simulated_runs_and_only_a_successful_run_commits_it() {
+    use crate::state::StateScope;
+    let mut state = StateScope::default();
+    let c = cluster();
+    let first = c.run_with_state::<Counter>(Balance, "{}", &mut state);
+    first.assert_ok();
+    assert!(first.state_changed);
+    assert_eq!(first.log_messages(), ["run 1"]);
+    // A failed run counted too, but commits nothing.
+    let failed = c.run_with_state::<Counter>(Balance, r#"{"fail": true}"#, &mut state);
+    assert!(failed.result.is_err());
+    assert!(!failed.state_changed);
+    assert_eq!(failed.log_messages(), ["run 2"]);
+    let second = c.run_with_state::<Counter>(Balance, "{}", &mut state);
+    assert_eq!(second.log_messages(), ["run 2"]);
+    assert_eq!(state.get("runs"), Some(&b"2"[..]));
+    assert_eq!(state.keys(), ["big", "runs"]);
+    // Without a state each run starts empty.
+    assert_eq!(c.run::<Counter>(Balance, "{}").log_messages(), ["run 1"]);
+    // The cap: a put over it is an error the policy sees.
+    let mut small = StateScope::new(Default::default(), 16);
+    let run = c.run_with_state::<Counter>(Balance, "{}", &mut small);
+    run.assert_ok();
+    let run = c.run_with_state::<Counter>(Balance, "{}", &mut small);
+    assert!(
+        run.result
+            .as_ref()
+            .unwrap_err()
+            .contains("capped at 16 bytes"),
+        "{:?}",
+        run.result
+    );
+    assert_eq!(small.get("runs"), Some(&b"1"[..]));
+}

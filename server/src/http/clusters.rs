@@ -289,7 +289,9 @@ async fn snapshot_of(state: &AppState, name: &str) -> Result<Arc<ClusterSnapshot
 }
 
 /// Nodes with their requested cpu, memory and pods, absolute and as a percentage of
-/// allocatable (what LowNodeUtilization thresholds compare against).
+/// allocatable (what LowNodeUtilization thresholds compare against), and, where the cluster
+/// reports it (NodeMetric, else metrics.k8s.io), their measured usage as a percentage of raw
+/// allocatable (what LowNodeLoad thresholds compare against).
 #[utoipa::path(get, path = "/api/v1/clusters/{name}/nodes", tag = "clusters",
     params(("name" = String, Path, description = "Cluster name")),
     responses(

@@ -282,3 +282,58 @@ async fn live_cluster_oddities_are_kept_and_reported() {
     let (_, nodes) = server.get("/api/v1/clusters/odd/nodes").await;
     assert_eq!(by_name(&nodes["items"], "n2")["ready"], false);
 }
+
+#[tokio::test]
+async fn nodes_show_measured_usage_beside_requests_and_bad_usage_is_a_warning_not_a_refusal() {
+    let server = TestServer::start().await;
+    let mut cluster = small_cluster();
+    let items = cluster["items"].as_array_mut().unwrap();
+    items.push(json!({
+        "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric",
+        "metadata": {"name": "n1"},
+        "status": {
+            "updateTime": "2026-01-01T00:00:00Z",
+            "nodeMetric": {"nodeUsage": {"resources": {"cpu": "3", "memory": "2Gi"}}},
+            "podsMetric": [{"namespace": "shop", "name": "web-1",
+                            "podUsage": {"resources": {"cpu": "1200m"}}}]
+        }
+    }));
+    items.push(json!({
+        "apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics",
+        "metadata": {"name": "n2"}, "timestamp": "2026-01-01T00:00:00Z", "window": "30s",
+        "usage": {"cpu": "500m", "memory": "1Gi"}
+    }));
+    items.push(json!({
+        "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric",
+        "metadata": {"name": "n3"}, "status": {"updateTime": "yesterday"}
+    }));
+    let (status, created) = server
+        .put_json("/api/v1/clusters/east/snapshot", &cluster)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created:#}");
+    let warnings = created["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert_eq!(warnings[0]["code"], "invalid-usage");
+    assert!(
+        warnings[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("NodeMetric n3: status.updateTime"),
+        "{warnings:#?}"
+    );
+
+    let (status, nodes) = server.get("/api/v1/clusters/east/nodes").await;
+    assert_eq!(status, StatusCode::OK, "{nodes:#}");
+    let n1 = by_name(&nodes["items"], "n1");
+    assert_eq!(n1["percent"]["cpu"], 62.5, "requests are unchanged");
+    assert_eq!(n1["usage"]["source"], "nodeMetric");
+    assert_eq!(n1["usage"]["updateMs"], 1_767_225_600_000_i64);
+    assert_eq!(n1["usage"]["used"]["cpuMilli"], 3000);
+    assert_eq!(n1["usage"]["used"]["memoryBytes"], 2_i64 << 30);
+    assert_eq!(n1["usage"]["percent"]["cpu"], 75.0);
+    assert_eq!(n1["usage"]["rawAllocatable"], false);
+    let n2 = by_name(&nodes["items"], "n2");
+    assert_eq!(n2["usage"]["source"], "metricsApi");
+    assert_eq!(n2["usage"]["windowMs"], 30_000);
+    assert_eq!(by_name(&nodes["items"], "n3")["usage"], Value::Null);
+}

@@ -340,3 +340,129 @@ async fn a_misbehaving_policy_fails_alone_and_the_server_keeps_serving() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A profile running TestMisbehaving with `args` alone.
+fn state_profile(args: Value) -> Value {
+    json!({
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "profiles": [{
+            "name": "stateful",
+            "pluginConfig": [{"name": "TestMisbehaving", "args": args}],
+            "plugins": {"balance": {"enabled": ["TestMisbehaving"]}}
+        }]
+    })
+}
+
+#[tokio::test]
+async fn policy_state_carries_across_runs_and_only_successful_evaluations_commit_it() {
+    let server = TestServer::start_with(|s| {
+        s.demo = false;
+        s.sandbox.max_state_bytes = 64;
+    })
+    .await;
+    server.push("east", &small_cluster()).await;
+    server.push("west", &small_cluster()).await;
+    server.upload(policy_module("test_misbehaving.wasm")).await;
+    let logged = |run: &Value| -> Vec<String> {
+        run["report"]["policies"][0]["logs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["message"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let run = |cluster: &'static str, args: Value| {
+        let server = &server;
+        async move {
+            server.put_profile("stateful", &state_profile(args)).await;
+            let (status, run) = server.run(cluster, "stateful").await;
+            assert_eq!(status, StatusCode::CREATED, "{run:#}");
+            assert_eq!(run["status"], "succeeded", "{run:#}");
+            run
+        }
+    };
+
+    let first = run("east", json!({"behaviour": "count-runs"})).await;
+    assert_eq!(logged(&first), ["run 1"]);
+    assert!(first["report"]["policies"][0]["stateConflict"].is_null());
+    assert_eq!(
+        logged(&run("east", json!({"behaviour": "count-runs"})).await),
+        ["run 2"]
+    );
+    // A trap after counting commits nothing.
+    let trapped = run("east", json!({"behaviour": "count-runs-then-trap"})).await;
+    assert_eq!(trapped["report"]["policies"][0]["error"]["kind"], "trap");
+    assert_eq!(
+        logged(&run("east", json!({"behaviour": "count-runs"})).await),
+        ["run 3"]
+    );
+    // Over the cap: the put is refused, the policy fails, nothing is committed.
+    let over = run("east", json!({"behaviour": "count-runs", "count": 100})).await;
+    let error = &over["report"]["policies"][0]["error"];
+    assert_eq!(error["kind"], "policy-error", "{over:#}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("capped at 64 bytes"),
+        "{error:#}"
+    );
+    assert_eq!(
+        logged(&run("east", json!({"behaviour": "count-runs"})).await),
+        ["run 4"]
+    );
+    // Another cluster has its own scope.
+    assert_eq!(
+        logged(&run("west", json!({"behaviour": "count-runs"})).await),
+        ["run 1"]
+    );
+}
+
+#[tokio::test]
+async fn the_evictor_cooldown_stops_proposing_an_owner_again_and_dry_runs_do_not_start_it() {
+    let server = TestServer::start_with(|s| s.demo = false).await;
+    server.push("east", &small_cluster()).await;
+    let profile = |cooldown: &str| {
+        json!({
+            "apiVersion": "descheduler/v1alpha2",
+            "kind": "DeschedulerPolicy",
+            "profiles": [{
+                "name": "calm",
+                "pluginConfig": [
+                    {"name": "DefaultEvictor", "args": {"cooldown": cooldown}},
+                    {"name": "RemoveDuplicates"}
+                ],
+                "plugins": {"balance": {"enabled": ["RemoveDuplicates"]}}
+            }]
+        })
+    };
+    let proposals = |run: &Value| run["report"]["proposalCount"].as_i64().unwrap();
+    let (status, body) = server
+        .put_json("/api/v1/profiles/calm", &profile("soon"))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body:#}");
+    assert!(body.to_string().contains("cooldown"), "{body:#}");
+    server.put_profile("calm", &profile("1h")).await;
+
+    // A dry run proposes, but starts no cooldown.
+    let (status, dry) = server
+        .post_json(
+            "/api/v1/runs",
+            &json!({"cluster": "east", "profile": "calm", "dryRun": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{dry:#}");
+    assert_eq!(proposals(&dry), 2, "web has three replicas on n1: {dry:#}");
+    let (_, first) = server.run("east", "calm").await;
+    assert_eq!(proposals(&first), 2, "{first:#}");
+    // Within the hour, web's pods are not proposed again.
+    let (_, second) = server.run("east", "calm").await;
+    assert_eq!(proposals(&second), 0, "{second:#}");
+    // Without the cooldown they are.
+    let mut plain = profile("1h");
+    plain["profiles"][0]["pluginConfig"][0]["args"] = json!({});
+    server.put_profile("calm", &plain).await;
+    let (_, third) = server.run("east", "calm").await;
+    assert_eq!(proposals(&third), 2, "{third:#}");
+}

@@ -10,6 +10,7 @@
 //! - [`kube`] (`kube`): the Kubernetes backend against the fake API server (a child process):
 //!   initial sync, RSS, pod updates → revision, live runs against pushed ones.
 //! - [`ingest`] (`ingest`): parse + snapshot build of a cluster file in-process, no server.
+//! - [`state`] (`state`): load and commit a policy state scope through the real store.
 //! - `generate` (in this file): writes a reference cluster (`small`, `medium`, `large`) to
 //!   `DIR/<size>.json`, byte for byte what the Python generator `gen_large.py` writes
 //!   ([`rebalancer_sim::reference`]).
@@ -18,6 +19,7 @@ mod bench;
 mod ingest;
 mod kube;
 mod native;
+mod state;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -35,6 +37,8 @@ enum Cli {
     /// The Kubernetes backend against the fake API server: initial sync, RSS, updates →
     /// revision, runs on the live cluster against the same file pushed.
     Kube(kube::KubeArgs),
+    /// Load and commit a policy state scope through the real store.
+    State(state::StateArgs),
     /// Parse a cluster file and build its snapshot in-process, without the server.
     Ingest {
         /// A scenario file `{"policy": …, "objects": List}` or a kubectl `List`.
@@ -54,6 +58,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse() {
         Cli::Run(args) => bench::run(args),
         Cli::Kube(args) => kube::run(args),
+        Cli::State(args) => state::run(args),
         Cli::Ingest { file } => ingest::run(&file),
         Cli::Generate { size, dir } => generate(size, &dir),
     }

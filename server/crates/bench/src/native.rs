@@ -69,49 +69,59 @@ pub fn execute(
     profile: &ProfileSpec,
     snapshot: &Arc<ClusterSnapshot>,
 ) -> Result<RunReport, RunError> {
-    run::cycle(profile, snapshot, "native", |plugin, point, mut session| {
-        let Some(policy) = native_policy(&plugin.name) else {
-            return run::failed(
-                session,
-                PolicyFailure::new(
-                    "missing-policy",
-                    format!("{:?} is not a built-in policy", plugin.name),
-                ),
-            );
-        };
-        let started = Stopwatch::start();
-        let args = plugin.args.to_string();
-        let cluster = session.snapshot.cluster();
-        let mut evictor = Evictor::new(
-            cluster,
-            &session.index,
-            &session.config,
-            &mut session.state,
-            &session.nodes,
-            &session.plugin,
-            &session.plugin_set,
-        );
-        let outcome = {
-            let mut ctx = Context::new(cluster, &mut evictor);
-            policy(&mut ctx, point, &args)
-        };
-        let logs = std::mem::take(&mut evictor.logs)
-            .into_iter()
-            .map(|entry| PolicyLog {
-                level: format!("{:?}", entry.level).to_lowercase(),
-                message: entry.message,
-            })
-            .collect();
-        drop(evictor);
-        Evaluation {
-            outcome: outcome.map_err(|m| PolicyFailure::new("policy-error", m)),
-            duration: started.wall(),
-            cpu: started.cpu(),
-            logs,
-            proposal_calls: 0,
-            peak_memory: 0,
-            sections: Vec::new(),
-            state: session.state,
-        }
-    })
+    // The benchmark keeps no state between runs: each starts from empty scopes, like wasm's.
+    let states = run::PolicyStates::new(rebalancer_policy_sdk::state::DEFAULT_MAX_BYTES);
+    run::cycle(
+        profile,
+        snapshot,
+        "native",
+        states,
+        |plugin, point, mut session| {
+            let Some(policy) = native_policy(&plugin.name) else {
+                return run::failed(
+                    session,
+                    PolicyFailure::new(
+                        "missing-policy",
+                        format!("{:?} is not a built-in policy", plugin.name),
+                    ),
+                );
+            };
+            let started = Stopwatch::start();
+            let args = plugin.args.to_string();
+            let cluster = session.snapshot.cluster();
+            let mut evictor = Evictor::new(
+                cluster,
+                &session.index,
+                &session.config,
+                &mut session.state,
+                &session.nodes,
+                &session.plugin,
+                &session.plugin_set,
+            )
+            .with_scope(&mut session.scope);
+            let outcome = {
+                let mut ctx = Context::new(cluster, &mut evictor);
+                policy(&mut ctx, point, &args)
+            };
+            let logs = std::mem::take(&mut evictor.logs)
+                .into_iter()
+                .map(|entry| PolicyLog {
+                    level: format!("{:?}", entry.level).to_lowercase(),
+                    message: entry.message,
+                })
+                .collect();
+            drop(evictor);
+            Evaluation {
+                outcome: outcome.map_err(|m| PolicyFailure::new("policy-error", m)),
+                duration: started.wall(),
+                cpu: started.cpu(),
+                logs,
+                proposal_calls: 0,
+                peak_memory: 0,
+                sections: Vec::new(),
+                state: session.state,
+                scope: session.scope,
+            }
+        },
+    )
 }

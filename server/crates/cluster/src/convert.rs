@@ -231,7 +231,11 @@ fn quantity_list<'m, 's>(
 }
 
 /// Allocatable-style lists straight to milli-units.
-fn milli_list<'s>(ctx: &mut Ctx, map: &Option<QtyMap<'s>>, base: &str) -> Result<Vec<Quantity>> {
+pub(crate) fn milli_list<'s>(
+    ctx: &mut Ctx,
+    map: &Option<QtyMap<'s>>,
+    base: &str,
+) -> Result<Vec<Quantity>> {
     let list = quantity_list(map, &|| base.to_owned())?;
     Ok(list
         .into_iter()
@@ -798,7 +802,8 @@ pub(crate) fn pod<'s>(ctx: &mut Ctx, w: &wire::Pod<'s>, namespace: &str) -> Resu
 
 // ---------------------------------------------------------------------------- other objects
 
-pub(crate) fn node<'s>(ctx: &mut Ctx, w: &wire::Node<'s>) -> Result<model::Node> {
+/// A node's row and its annotations (a table of their own: layout 3).
+pub(crate) fn node<'s>(ctx: &mut Ctx, w: &wire::Node<'s>) -> Result<(model::Node, Vec<KeyValue>)> {
     let empty_meta = wire::ObjectMeta::default();
     let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
     let empty_spec = wire::NodeSpec::default();
@@ -817,7 +822,7 @@ pub(crate) fn node<'s>(ctx: &mut Ctx, w: &wire::Node<'s>) -> Result<model::Node>
         .flatten()
         .find(|c| c.type_.as_deref() == Some("Ready"))
         .is_some_and(|c| c.status.as_deref() == Some("True"));
-    Ok(model::Node {
+    let node = model::Node {
         name: ctx.intern_opt(&meta.name),
         uid: owned(&meta.uid),
         labels: ctx.pairs(&meta.labels),
@@ -829,7 +834,8 @@ pub(crate) fn node<'s>(ctx: &mut Ctx, w: &wire::Node<'s>) -> Result<model::Node>
             "metadata.creationTimestamp".into()
         })?
         .unwrap_or(0),
-    })
+    };
+    Ok((node, ctx.annotations(&meta.annotations)))
 }
 
 pub(crate) fn namespace<'s>(ctx: &mut Ctx, w: &wire::MetaOnly<'s>) -> model::Namespace {

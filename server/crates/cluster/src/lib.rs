@@ -43,6 +43,7 @@ mod objects;
 pub mod pdb;
 pub mod scheduling;
 mod snapshot;
+mod usage;
 mod utilization;
 mod wire;
 
@@ -59,7 +60,11 @@ pub use objects::{
     StoredObjectBuf, parse_list,
 };
 pub use snapshot::{ClusterSnapshot, LiveRows, build_snapshot};
-pub use utilization::{NodeUtilization, ResourceAmounts, ResourcePercentages, node_utilization};
+pub use usage::RAW_ALLOCATABLE;
+pub use utilization::{
+    NodeUsageSummary, NodeUtilization, ResourceAmounts, ResourcePercentages, UsageSourceName,
+    node_utilization,
+};
 
 /// The document format of an ingested snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -238,6 +243,12 @@ pub enum WarningCode {
     /// it is left out of the snapshot until it changes. A pushed document with such an object
     /// is refused instead.
     InvalidObject,
+    /// A NodeMetric, a metrics.k8s.io object or a Koordinator annotation (such as
+    /// `node.koordinator.sh/raw-allocatable`) that cannot be read; it is ignored, as
+    /// Koordinator ignores it.
+    InvalidUsage,
+    /// A metric for a node or pod the snapshot does not hold; it is ignored.
+    UsageWithoutObject,
 }
 
 /// Something odd but legitimate in an ingested document.

@@ -1108,6 +1108,10 @@ impl SetBuilder {
         };
         let kind = match known {
             Some(k) => Kind::Known(k),
+            // Read by the usage pass, not kept as rows.
+            None if super::usage::is_usage_kind(id.kind, id.api_version) => {
+                Kind::Other(id.kind.into())
+            }
             None => {
                 self.unknown
                     .entry((id.kind.to_owned(), id.api_version.to_owned()))

@@ -18,7 +18,9 @@ use serde::Deserialize;
 use super::archive::SharedArchive;
 use super::convert::{self, Ctx, FieldError};
 use super::objects::{Entry, JsonStore, Kind, ObjectSet, PackedJson, Span, qualified};
-use super::{IngestError, IngestWarning, ObjectKind, WarningCode, jsonpath, sample_list, wire};
+use super::{
+    IngestError, IngestWarning, ObjectKind, WarningCode, jsonpath, sample_list, usage, wire,
+};
 
 /// One cluster at one revision: the archive guests read, plus per-row access to full objects.
 pub struct ClusterSnapshot {
@@ -276,8 +278,10 @@ fn convert_entry<'s>(
             ctx.builder.snapshot_mut().pods.push(row);
         }
         Decoded::Node(w) => {
-            let row = convert::node(ctx, w)?;
-            ctx.builder.snapshot_mut().nodes.push(row);
+            let (row, annotations) = convert::node(ctx, w)?;
+            let tables = ctx.builder.snapshot_mut();
+            tables.nodes.push(row);
+            tables.node_annotations.push(annotations);
         }
         Decoded::Pdb(w) => {
             let row = convert::pdb(ctx, w, namespace)?;
@@ -325,6 +329,7 @@ pub fn build_snapshot(
             .map_err(|e| invalid(entry, e))?;
         spans[kind.table()].push(entry.span);
     }
+    let usage_warnings = usage::attach(&mut ctx, objects);
     let Ctx {
         builder,
         missing_creation,
@@ -339,7 +344,7 @@ pub fn build_snapshot(
         spans,
         &missing_creation,
         &pdb_without_status,
-        &[],
+        usage_warnings,
     );
     free_aside(model);
     snapshot
@@ -413,18 +418,12 @@ fn assemble(
     spans: [Vec<Span>; 6],
     missing_creation: &[String],
     pdb_without_status: &[String],
-    left_out: &[String],
+    more_warnings: Vec<IngestWarning>,
 ) -> Result<ClusterSnapshot, IngestError> {
     let store = &*objects.store;
     let (revision, time_ms) = (snapshot.revision, snapshot.time_ms);
     let mut warnings = objects.warnings().to_vec();
-    for problem in left_out {
-        warnings.push(IngestWarning::new(
-            WarningCode::InvalidObject,
-            1,
-            format!("{problem}; it is left out of the snapshot until it changes"),
-        ));
-    }
+    warnings.extend(more_warnings);
     if !missing_creation.is_empty() {
         let n = missing_creation.len();
         warnings.push(IngestWarning::new(
@@ -536,6 +535,7 @@ impl LiveRows {
         let mut spans = spans_for(&modelled);
         let mut pdb_without_status = Vec::new();
         let mut left_out = Vec::new();
+        let mut left_out_warnings = Vec::new();
         let mut rows = std::collections::HashMap::with_capacity_and_hasher(
             modelled.len(),
             convert::FxBuild::default(),
@@ -583,6 +583,15 @@ impl LiveRows {
             }
             spans[kind.table()].push(entry.span);
         }
+        let usage_warnings = usage::attach(&mut ctx, objects);
+        for problem in left_out {
+            left_out_warnings.push(IngestWarning::new(
+                WarningCode::InvalidObject,
+                1,
+                format!("{problem}; it is left out of the snapshot until it changes"),
+            ));
+        }
+        left_out_warnings.extend(usage_warnings);
         let missing_creation = std::mem::take(&mut ctx.missing_creation);
         self.builder = ctx.builder;
         // The previous tables are spent (their reused rows were moved out).
@@ -597,13 +606,16 @@ impl LiveRows {
             spans,
             &missing_creation,
             &pdb_without_status,
-            &left_out,
+            left_out_warnings,
         )?;
         // Only the rows are reused: their strings are the builder's, kept there.
         let mut model = model;
         let strings = std::mem::take(&mut model.strings);
         let strings_sorted = std::mem::take(&mut model.strings_sorted);
         let owners = std::mem::take(&mut model.owners);
+        // Usage is read afresh by every build.
+        model.node_usage = Vec::new();
+        model.pod_usage = Vec::new();
         if model.pods.len() >= FREE_ASIDE_MIN_PODS {
             let _ = std::thread::Builder::new()
                 .name("snapshot-free".into())
@@ -626,7 +638,10 @@ fn move_row(from: &mut model::Snapshot, ctx: &mut Ctx, kind: ObjectKind, index: 
         (to.len() - 1) as u32
     }
     match kind {
-        ObjectKind::Node => take(&mut from.nodes, index, &mut to.nodes),
+        ObjectKind::Node => {
+            take(&mut from.node_annotations, index, &mut to.node_annotations);
+            take(&mut from.nodes, index, &mut to.nodes)
+        }
         ObjectKind::Pod => take(&mut from.pods, index, &mut to.pods),
         ObjectKind::PodDisruptionBudget => take(&mut from.pdbs, index, &mut to.pdbs),
         ObjectKind::Namespace => take(&mut from.namespaces, index, &mut to.namespaces),

@@ -1228,9 +1228,16 @@ fn shared_set(items: &[serde_json::Value]) -> (Vec<SharedObject>, ObjectSet) {
     let objects: Vec<SharedObject> = items
         .iter()
         .map(|v| {
-            let kind = ObjectKind::from_kind(v["kind"].as_str().unwrap())
-                .unwrap()
-                .as_str();
+            let kind = v["kind"].as_str().unwrap();
+            let kind = ObjectKind::from_kind(kind).map_or_else(
+                || {
+                    ["NodeMetric", "NodeMetrics", "PodMetrics"]
+                        .into_iter()
+                        .find(|k| *k == kind)
+                        .unwrap()
+                },
+                ObjectKind::as_str,
+            );
             SharedObject::from_api_json(
                 kind,
                 v["apiVersion"].as_str().unwrap().into(),
@@ -1377,4 +1384,283 @@ fn packed_json_gives_back_its_text_and_packs_objects_of_a_kind_against_the_first
     assert_ne!(packed[3].key(), packer.pack(&texts[3]).key());
     assert_eq!(packed[3], packer.pack(&texts[3]));
     assert_ne!(packed[3], packed[4]);
+}
+
+fn usage_cluster() -> Vec<serde_json::Value> {
+    use crate::fixtures::{node, pod};
+    use serde_json::json;
+    let mut n1 = node("n1", "8", "16Gi");
+    n1["metadata"]["annotations"] =
+        json!({RAW_ALLOCATABLE: "{\"cpu\":\"16\",\"memory\":\"32Gi\"}"});
+    let mut n2 = node("n2", "8", "16Gi");
+    n2["metadata"]["annotations"] = json!({RAW_ALLOCATABLE: "not json"});
+    vec![
+        n1,
+        n2,
+        node("n3", "8", "16Gi"),
+        pod("shop", "web-1", Some("n1"), "1", "1Gi", None),
+        pod("shop", "web-2", Some("n2"), "1", "1Gi", None),
+        pod("shop", "web-3", Some("n3"), "1", "1Gi", None),
+        json!({
+            "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric",
+            "metadata": {"name": "n1"},
+            "spec": {"metricCollectPolicy": {"aggregateDurationSeconds": 300}},
+            "status": {
+                "updateTime": "2026-01-01T00:00:00Z",
+                "nodeMetric": {"nodeUsage": {"resources": {"cpu": "6", "memory": "8Gi"}},
+                               "systemUsage": {"resources": {"cpu": "500m"}}},
+                "podsMetric": [
+                    {"namespace": "shop", "name": "web-1",
+                     "podUsage": {"resources": {"cpu": "2500m", "memory": "3Gi"}}},
+                    {"namespace": "shop", "name": "gone-1",
+                     "podUsage": {"resources": {"cpu": "1", "memory": "1Gi"}}},
+                    {"namespace": "shop", "name": "gone-2",
+                     "podUsage": {"resources": {"cpu": "250m"}}}
+                ]
+            }
+        }),
+        json!({
+            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics",
+            "metadata": {"name": "n2"}, "timestamp": "2026-01-01T00:00:30Z", "window": "1m0s",
+            "usage": {"cpu": "2", "memory": "4Gi"}
+        }),
+        // Outranked by n1's NodeMetric.
+        json!({
+            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics",
+            "metadata": {"name": "n1"}, "timestamp": "2026-01-01T00:00:30Z", "window": "30s",
+            "usage": {"cpu": "1"}
+        }),
+        json!({
+            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+            "metadata": {"name": "web-2", "namespace": "shop"}, "timestamp": "2026-01-01T00:00:30Z",
+            "window": "30s",
+            "containers": [{"name": "a", "usage": {"cpu": "300m", "memory": "100Mi"}},
+                           {"name": "b", "usage": {"cpu": "200m"}}]
+        }),
+        // Outranked by web-1's NodeMetric entry.
+        json!({
+            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+            "metadata": {"name": "web-1", "namespace": "shop"}, "containers": []
+        }),
+        json!({
+            "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric",
+            "metadata": {"name": "n9"}, "status": {}
+        }),
+        json!({
+            "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+            "metadata": {"name": "ghost", "namespace": "shop"}, "containers": []
+        }),
+        json!({
+            "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric",
+            "metadata": {"name": "n3"},
+            "status": {"nodeMetric": {"nodeUsage": {"resources": {"cpu": "lots"}}}}
+        }),
+    ]
+}
+
+#[test]
+fn usage_comes_from_node_metrics_then_metrics_api_and_bad_usage_is_a_located_warning() {
+    use rebalancer_policy_sdk::model::ArchivedUsageSource;
+    let items = usage_cluster();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let set = parse_list(list.to_string().as_bytes(), Format::Json).unwrap();
+    let snap = build_snapshot(&set, 1, 0).unwrap();
+    let c = snap.cluster();
+    let milli = |list: &[rebalancer_policy_sdk::model::ArchivedQuantity], r: &str| {
+        let id = c.lookup(r).unwrap();
+        list.iter()
+            .find(|q| q.resource.to_native() == id)
+            .map(|q| q.milli.to_native())
+    };
+    let node = |name: &str| c.nodes().find(|n| n.name() == name).unwrap();
+    let pod = |name: &str| c.pods().find(|p| p.name() == name).unwrap();
+
+    let n1 = node("n1").usage();
+    assert_eq!(n1.source, ArchivedUsageSource::NodeMetric);
+    assert_eq!(
+        n1.update_ms.as_ref().map(|t| t.to_native()),
+        Some(1_767_225_600_000)
+    );
+    assert_eq!(n1.window_ms.as_ref().map(|t| t.to_native()), Some(300_000));
+    assert_eq!(milli(&n1.node, "cpu"), Some(6_000));
+    assert_eq!(milli(&n1.system, "cpu"), Some(500));
+    // The two pods no longer in the cluster still count, summed.
+    assert_eq!(milli(&n1.gone_pods, "cpu"), Some(1_250));
+    assert_eq!(
+        milli(&n1.gone_pods, "memory"),
+        Some(1024 * 1024 * 1024 * 1000)
+    );
+    assert_eq!(milli(&n1.raw_allocatable, "cpu"), Some(16_000));
+
+    let n2 = node("n2").usage();
+    assert_eq!(n2.source, ArchivedUsageSource::MetricsApi);
+    assert_eq!(n2.window_ms.as_ref().map(|t| t.to_native()), Some(60_000));
+    assert_eq!(milli(&n2.node, "cpu"), Some(2_000));
+    assert!(
+        n2.raw_allocatable.is_empty(),
+        "unreadable annotation: allocatable is used"
+    );
+    // n3's NodeMetric does not parse: no usage.
+    assert_eq!(node("n3").usage().source, ArchivedUsageSource::None);
+
+    let web1 = pod("web-1").usage();
+    assert_eq!(web1.source, ArchivedUsageSource::NodeMetric);
+    assert_eq!(milli(&web1.usage, "cpu"), Some(2_500));
+    let web2 = pod("web-2").usage();
+    assert_eq!(web2.source, ArchivedUsageSource::MetricsApi);
+    assert_eq!(milli(&web2.usage, "cpu"), Some(500));
+    assert_eq!(pod("web-3").usage().source, ArchivedUsageSource::None);
+    assert_eq!(
+        node("n1").annotation(RAW_ALLOCATABLE),
+        Some("{\"cpu\":\"16\",\"memory\":\"32Gi\"}")
+    );
+
+    let warning = |code: WarningCode| {
+        snap.warnings
+            .iter()
+            .find(|w| w.code == code)
+            .unwrap_or_else(|| panic!("{code:?} in {:?}", snap.warnings))
+    };
+    let invalid = warning(WarningCode::InvalidUsage);
+    assert_eq!(invalid.count, 2, "{}", invalid.message);
+    assert!(
+        invalid
+            .message
+            .contains("Node n2: annotation node.koordinator.sh/raw-allocatable")
+            && invalid
+                .message
+                .contains("NodeMetric n3: status.nodeMetric.nodeUsage.resources.cpu"),
+        "{}",
+        invalid.message
+    );
+    let orphans = warning(WarningCode::UsageWithoutObject);
+    assert_eq!(orphans.count, 2, "{}", orphans.message);
+    assert!(
+        orphans.message.contains("NodeMetric n9 (no such node)")
+            && orphans
+                .message
+                .contains("PodMetrics shop/ghost (no such pod)"),
+        "{}",
+        orphans.message
+    );
+    // Usage kinds are read, not reported as unknown.
+    assert!(
+        !snap
+            .warnings
+            .iter()
+            .any(|w| w.code == WarningCode::UnknownKind),
+        "{:?}",
+        snap.warnings
+    );
+
+    // The nodes API's summary: usage against the raw allocatable where annotated.
+    let summary = node_utilization(c);
+    let n1 = summary.iter().find(|n| n.name == "n1").unwrap();
+    let usage = n1.usage.as_ref().unwrap();
+    assert_eq!(usage.source, UsageSourceName::NodeMetric);
+    assert!(usage.raw_allocatable);
+    assert_eq!(usage.used.cpu_milli, 6_000);
+    assert_eq!(usage.percent.cpu, Some(37.5));
+    assert_eq!(
+        n1.percent.cpu,
+        Some(12.5),
+        "requests stay against allocatable"
+    );
+    let n2 = summary.iter().find(|n| n.name == "n2").unwrap();
+    assert_eq!(n2.usage.as_ref().unwrap().percent.cpu, Some(25.0));
+    assert!(
+        summary
+            .iter()
+            .find(|n| n.name == "n3")
+            .unwrap()
+            .usage
+            .is_none()
+    );
+
+    // A live build reads the same usage.
+    let (_, live_set) = shared_set(&items);
+    let mut live = LiveRows::default();
+    let full = build_snapshot(&live_set, 2, 0).unwrap();
+    let incremental = live.build(&live_set, 2, 0).unwrap();
+    assert_eq!(
+        node_utilization(full.cluster()),
+        node_utilization(incremental.cluster())
+    );
+    assert_eq!(full.warnings, incremental.warnings);
+}
+
+#[test]
+fn layout_3_sections_leave_sections_0_to_9_as_layout_2_wrote_them() {
+    use rebalancer_policy_sdk::build::SnapshotBuilder;
+    use rebalancer_policy_sdk::model::{
+        self, CORE_LAYOUT_VERSION, KeyValue, NodeUsage, PodUsage, Quantity, Section, UsageSource,
+        header,
+    };
+    let mut b = SnapshotBuilder::new(7, 1_000);
+    let (name, ns, cpu) = (b.intern("n1"), b.intern("shop"), b.intern("cpu"));
+    let (key, value) = (b.intern("a"), b.intern("b"));
+    let t = b.snapshot_mut();
+    t.nodes.push(model::Node {
+        name,
+        ..Default::default()
+    });
+    t.pods.push(model::Pod {
+        name: "web-1".into(),
+        namespace: ns,
+        node_name: name,
+        ..Default::default()
+    });
+    let without = b.finish();
+    let mut with = without.clone();
+    with.node_annotations = vec![vec![KeyValue { key, value }]];
+    with.node_usage = vec![NodeUsage {
+        source: UsageSource::NodeMetric,
+        update_ms: Some(5),
+        node: vec![Quantity {
+            resource: cpu,
+            milli: 1_500,
+        }],
+        ..Default::default()
+    }];
+    with.pod_usage = vec![PodUsage {
+        source: UsageSource::MetricsApi,
+        usage: vec![Quantity {
+            resource: cpu,
+            milli: 700,
+        }],
+    }];
+    let (a, b) = (
+        model::to_bytes(&without).unwrap(),
+        model::to_bytes(&with).unwrap(),
+    );
+    for id in 0..10 {
+        let (ra, rb) = (
+            header::range(&a, id).unwrap(),
+            header::range(&b, id).unwrap(),
+        );
+        assert_eq!(&a[ra], &b[rb], "section {id}");
+    }
+    for id in 10..13 {
+        let (ra, rb) = (
+            header::range(&a, id).unwrap(),
+            header::range(&b, id).unwrap(),
+        );
+        assert_ne!(&a[ra], &b[rb], "section {id}");
+    }
+    let (version, count) = header::read(&b).unwrap();
+    assert_eq!((version, count as usize), (3, Section::ALL.len()));
+    // And the view reads the new sections back.
+    let view = Cluster::from_bytes(&b).unwrap();
+    assert_eq!(
+        view.archive().layout_version.to_native(),
+        CORE_LAYOUT_VERSION
+    );
+    assert_eq!(view.node(0).annotation("a"), Some("b"));
+    assert_eq!(view.node(0).usage().node[0].milli.to_native(), 1_500);
+    assert_eq!(view.pod(0).usage().usage[0].milli.to_native(), 700);
+    let view = Cluster::from_bytes(&a).unwrap();
+    assert_eq!(
+        view.node(0).usage().source,
+        model::ArchivedUsageSource::None
+    );
 }

@@ -1,10 +1,13 @@
-//! Per-node requested resources, as LowNodeUtilization sees them (`GET /clusters/{name}/nodes`).
+//! Per-node requested resources, as LowNodeUtilization sees them, and measured usage, as
+//! LowNodeLoad sees it (`GET /clusters/{name}/nodes`).
 //!
 //! Requested = the sum of effective requests (`resourcehelper.PodRequests`, already in the
 //! archive) of the non-terminal pods bound to the node; percentages are against allocatable
-//! (capacity when allocatable is empty), as descheduler computes them. Reads the archive only.
+//! (capacity when allocatable is empty), as descheduler computes them. Usage is the node's
+//! NodeMetric (else metrics.k8s.io) usage, against the raw allocatable Koordinator annotates
+//! (else allocatable), as Koordinator computes it. Reads the archive only.
 
-use rebalancer_policy_sdk::model::{ArchivedQuantity, NONE};
+use rebalancer_policy_sdk::model::{ArchivedQuantity, ArchivedUsageSource, NONE};
 use rebalancer_policy_sdk::view::Cluster;
 use serde::Serialize;
 
@@ -46,6 +49,36 @@ pub struct NodeUtilization {
     /// Held by reservations for pods on their way here (not in `requested`); `pods` counts
     /// the reservations. Filled in by the backend; zero in a bare snapshot summary.
     pub reserved: ResourceAmounts,
+    /// Measured usage; `null` when the cluster reports none for this node.
+    pub usage: Option<NodeUsageSummary>,
+}
+
+/// Where a node's usage figures come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum UsageSourceName {
+    /// Koordinator's NodeMetric (koordlet).
+    NodeMetric,
+    /// metrics.k8s.io NodeMetrics (metrics-server).
+    MetricsApi,
+}
+
+/// A node's measured usage.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeUsageSummary {
+    pub source: UsageSourceName,
+    /// When it was measured (ms since the epoch), if the metric says.
+    pub update_ms: Option<i64>,
+    /// The window it averages over (ms), if the metric says.
+    pub window_ms: Option<i64>,
+    /// cpu and memory used; `pods` counts the non-terminal pods on the node.
+    pub used: ResourceAmounts,
+    /// `used / base × 100`, where base is the `node.koordinator.sh/raw-allocatable` annotation
+    /// when the node has it, else allocatable (what LowNodeLoad thresholds compare against).
+    pub percent: ResourcePercentages,
+    /// The percentages are against the raw allocatable annotation.
+    pub raw_allocatable: bool,
 }
 
 fn bytes_from_milli(milli: i64) -> i64 {
@@ -93,6 +126,40 @@ pub fn node_utilization(cluster: Cluster<'_>) -> Vec<NodeUtilization> {
                 pods: amount(&node.raw.allocatable, pods) / 1000,
             };
             let (req_cpu, req_mem, req_pods) = requested[i];
+            let measured = node.usage();
+            let usage = match measured.source {
+                ArchivedUsageSource::None => None,
+                ref source => {
+                    let raw = !measured.raw_allocatable.is_empty();
+                    let base = if raw {
+                        &measured.raw_allocatable[..]
+                    } else {
+                        &node.raw.allocatable[..]
+                    };
+                    let (cpu_used, mem_used) =
+                        (amount(&measured.node, cpu), amount(&measured.node, memory));
+                    Some(NodeUsageSummary {
+                        source: if *source == ArchivedUsageSource::NodeMetric {
+                            UsageSourceName::NodeMetric
+                        } else {
+                            UsageSourceName::MetricsApi
+                        },
+                        update_ms: measured.update_ms.as_ref().map(|t| t.to_native()),
+                        window_ms: measured.window_ms.as_ref().map(|t| t.to_native()),
+                        used: ResourceAmounts {
+                            cpu_milli: cpu_used,
+                            memory_bytes: bytes_from_milli(mem_used),
+                            pods: req_pods,
+                        },
+                        percent: ResourcePercentages {
+                            cpu: percent(cpu_used, amount(base, cpu)),
+                            memory: percent(mem_used, amount(base, memory)),
+                            pods: percent(req_pods, amount(base, pods) / 1000),
+                        },
+                        raw_allocatable: raw,
+                    })
+                }
+            };
             let requested = ResourceAmounts {
                 cpu_milli: req_cpu,
                 memory_bytes: bytes_from_milli(req_mem),
@@ -111,6 +178,7 @@ pub fn node_utilization(cluster: Cluster<'_>) -> Vec<NodeUtilization> {
                 requested,
                 pod_count: counts[i],
                 reserved: ResourceAmounts::default(),
+                usage,
             }
         })
         .collect()

@@ -9,6 +9,7 @@
 //! benchmark (`rebalancer-bench`, the only place that links policies natively), linked natively
 //! for the wasm-vs-native comparison.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,7 @@ use rebalancer_policy_sdk::evictor::{
     ClusterIndex, DefaultEvictorArgs, EvictorConfig, Limits, RunState,
 };
 use rebalancer_policy_sdk::k8s::selector::Selector;
+use rebalancer_policy_sdk::state::StateScope;
 use serde::{Deserialize, Serialize};
 
 use rebalancer_cluster::ClusterSnapshot;
@@ -26,6 +28,12 @@ use crate::wasm::{EvalSession, Evaluation, PolicyFailure, PolicyLog, PolicyRegis
 
 /// Log lines kept per policy outcome in a report (the rest are counted).
 const MAX_LOGS_IN_REPORT: usize = 200;
+
+/// The state scope (plugin set, policy) where the evictor's `cooldown` remembers, profile-wide,
+/// when a pod of each owner was last proposed: owner uid → ms (8 bytes, little-endian).
+pub const COOLDOWN_SCOPE: (&str, &str) = ("*", "DefaultEvictor.cooldown");
+/// Its size cap: the host's own bookkeeping, about 45 bytes per owner.
+const COOLDOWN_MAX_BYTES: usize = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -54,6 +62,46 @@ pub struct RunReport {
     pub duration_ms: f64,
     /// `wasm` or `native`.
     pub mode: String,
+    /// The policy state scopes that succeeding evaluations changed, to commit with the run.
+    /// Not serialised.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub state_updates: Vec<StateUpdate>,
+}
+
+/// The policy state scopes of one profile on one cluster, as loaded before a run: the scope of
+/// each (plugin set, policy) that has one, with the version it was loaded at.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyStates {
+    pub scopes: HashMap<(String, String), (StateScope, i64)>,
+    /// The size cap of a scope (keys plus values), for scopes created by this run.
+    pub max_bytes: usize,
+}
+
+impl PolicyStates {
+    pub fn new(max_bytes: usize) -> Self {
+        PolicyStates {
+            scopes: HashMap::new(),
+            max_bytes,
+        }
+    }
+
+    /// The scope of `plugin` in `plugin_set` and the version it was loaded at (0: none yet).
+    fn take(&mut self, plugin_set: &str, plugin: &str) -> (StateScope, i64) {
+        self.scopes
+            .remove(&(plugin_set.to_owned(), plugin.to_owned()))
+            .unwrap_or_else(|| (StateScope::new(Default::default(), self.max_bytes), 0))
+    }
+}
+
+/// A policy's state scope to commit: its new keys and values, and the version it was loaded at
+/// (the commit succeeds only if the stored scope is still at that version).
+#[derive(Debug, Clone)]
+pub struct StateUpdate {
+    pub plugin_set: String,
+    pub plugin: String,
+    pub scope: StateScope,
+    pub base_version: i64,
 }
 
 /// One plugin's evaluation within a run.
@@ -85,6 +133,10 @@ pub struct PolicyOutcome {
     /// Their total size in bytes: what was copied into the policy's memory.
     #[serde(default)]
     pub snapshot_bytes: u64,
+    /// The policy changed its state, but another run committed that state first: this run's
+    /// change was dropped (the proposals stand). Absent when there was no conflict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_conflict: Option<String>,
 }
 
 /// One accepted eviction proposal.
@@ -106,33 +158,40 @@ pub fn execute(
     registry: &PolicyRegistry,
     profile: &ProfileSpec,
     snapshot: &Arc<ClusterSnapshot>,
+    states: PolicyStates,
 ) -> Result<RunReport, RunError> {
-    cycle(profile, snapshot, "wasm", |plugin, point, session| {
-        let Some(registered) = registry.get(&plugin.name) else {
-            return failed(
-                session,
-                PolicyFailure::new(
-                    "missing-policy",
-                    format!("no policy named {:?} is registered", plugin.name),
-                ),
-            );
-        };
-        let policy = &registered.policy;
-        if !policy.meta.implements(point) {
-            return failed(
-                session,
-                PolicyFailure::new(
-                    "unsupported-extension-point",
-                    format!(
-                        "{} does not implement the {} extension point",
-                        plugin.name,
-                        point.as_str()
+    cycle(
+        profile,
+        snapshot,
+        "wasm",
+        states,
+        |plugin, point, session| {
+            let Some(registered) = registry.get(&plugin.name) else {
+                return failed(
+                    session,
+                    PolicyFailure::new(
+                        "missing-policy",
+                        format!("no policy named {:?} is registered", plugin.name),
                     ),
-                ),
-            );
-        }
-        engine.evaluate(policy, point, &plugin.args, session)
-    })
+                );
+            };
+            let policy = &registered.policy;
+            if !policy.meta.implements(point) {
+                return failed(
+                    session,
+                    PolicyFailure::new(
+                        "unsupported-extension-point",
+                        format!(
+                            "{} does not implement the {} extension point",
+                            plugin.name,
+                            point.as_str()
+                        ),
+                    ),
+                );
+            }
+            engine.evaluate(policy, point, &plugin.args, session)
+        },
+    )
 }
 
 /// An evaluation that never started, ending with `failure`.
@@ -145,6 +204,7 @@ pub fn failed(session: EvalSession, failure: PolicyFailure) -> Evaluation {
         peak_memory: 0,
         sections: Vec::new(),
         state: session.state,
+        scope: session.scope,
         cpu: None,
     }
 }
@@ -175,6 +235,7 @@ pub fn cycle(
     profile: &ProfileSpec,
     snapshot: &Arc<ClusterSnapshot>,
     mode: &str,
+    mut states: PolicyStates,
     mut evaluate: impl FnMut(&PluginSpec, ExtensionPoint, EvalSession) -> Evaluation,
 ) -> Result<RunReport, RunError> {
     let started = Instant::now();
@@ -221,6 +282,7 @@ pub fn cycle(
         proposals: Vec::new(),
         duration_ms: 0.0,
         mode: mode.to_string(),
+        state_updates: Vec::new(),
     };
     if nodes.len() < 2 {
         report.skipped = Some(format!(
@@ -236,7 +298,20 @@ pub fn cycle(
         per_namespace: profile.max_per_namespace,
         total: profile.max_total,
     };
-    let mut state = RunState::new(cluster, limits);
+    let longest_cooldown = configs.iter().filter_map(|c| c.cooldown_ms()).max();
+    let mut cooldown = longest_cooldown.map(|window| {
+        let (scope, version) = states.take(COOLDOWN_SCOPE.0, COOLDOWN_SCOPE.1);
+        (
+            StateScope::new(scope.entries().clone(), COOLDOWN_MAX_BYTES),
+            version,
+            window,
+        )
+    });
+    let recent = cooldown
+        .as_ref()
+        .map(|(scope, _, _)| recent_owners(cluster, scope))
+        .unwrap_or_default();
+    let mut state = RunState::new(cluster, limits).with_recent_owners(recent);
     for point in [ExtensionPoint::Deschedule, ExtensionPoint::Balance] {
         for (set, config) in profile.plugin_sets.iter().zip(&configs) {
             let plugins = match point {
@@ -246,6 +321,7 @@ pub fn cycle(
             for plugin in plugins {
                 let accepted_before = state.proposals().len();
                 let refused_before = state.refusal_counts().total() as usize;
+                let (scope, base_version) = states.take(&set.name, &plugin.name);
                 let session = EvalSession {
                     snapshot: snapshot.clone(),
                     index: index.clone(),
@@ -254,6 +330,7 @@ pub fn cycle(
                     state,
                     plugin: plugin.name.clone(),
                     plugin_set: set.name.clone(),
+                    scope,
                 };
                 let span = tracing::info_span!("policy", plugin = %plugin.name, plugin_set = %set.name, point = point.as_str());
                 let evaluation = span.in_scope(|| evaluate(plugin, point, session));
@@ -261,8 +338,20 @@ pub fn cycle(
                 let mut logs = evaluation.logs;
                 let dropped = logs.len().saturating_sub(MAX_LOGS_IN_REPORT);
                 logs.truncate(MAX_LOGS_IN_REPORT);
-                if let Err(failure) = &evaluation.outcome {
-                    tracing::warn!(plugin = %plugin.name, kind = %failure.kind, "policy failed: {}", failure.message);
+                match &evaluation.outcome {
+                    Err(failure) => {
+                        tracing::warn!(plugin = %plugin.name, kind = %failure.kind, "policy failed: {}", failure.message);
+                    }
+                    // Only a successful evaluation's state is kept.
+                    Ok(()) if evaluation.scope.changed() => {
+                        report.state_updates.push(StateUpdate {
+                            plugin_set: set.name.clone(),
+                            plugin: plugin.name.clone(),
+                            scope: evaluation.scope,
+                            base_version,
+                        });
+                    }
+                    Ok(()) => {}
                 }
                 report.policies.push(PolicyOutcome {
                     plugin: plugin.name.clone(),
@@ -282,6 +371,7 @@ pub fn cycle(
                         .map(|(s, _)| s.name().to_string())
                         .collect(),
                     snapshot_bytes: evaluation.sections.iter().map(|(_, b)| b).sum(),
+                    state_conflict: None,
                 });
             }
         }
@@ -304,8 +394,69 @@ pub fn cycle(
         })
         .collect();
     report.proposal_count = report.proposals.len();
+    if let Some((mut scope, base_version, window)) = cooldown.take() {
+        remember_owners(cluster, &state, &mut scope, window);
+        if scope.changed() {
+            report.state_updates.push(StateUpdate {
+                plugin_set: COOLDOWN_SCOPE.0.into(),
+                plugin: COOLDOWN_SCOPE.1.into(),
+                scope,
+                base_version,
+            });
+        }
+    }
     report.duration_ms = ms(started.elapsed());
     Ok(report)
+}
+
+/// The owners of the snapshot the cooldown scope remembers: owner index → ms.
+fn recent_owners(
+    cluster: rebalancer_policy_sdk::Cluster<'_>,
+    scope: &StateScope,
+) -> HashMap<u32, i64> {
+    if scope.is_empty() {
+        return HashMap::new();
+    }
+    let mut out = HashMap::new();
+    for (i, owner) in cluster.archive().owners.iter().enumerate() {
+        let uid = cluster.str(owner.uid.to_native());
+        if let Some(at) = scope.get(uid).and_then(|v| <[u8; 8]>::try_from(v).ok()) {
+            out.insert(i as u32, i64::from_le_bytes(at));
+        }
+    }
+    out
+}
+
+/// Forget owners proposed longer than `window` ago; remember the owners of this run's
+/// proposals at the snapshot time.
+fn remember_owners(
+    cluster: rebalancer_policy_sdk::Cluster<'_>,
+    state: &RunState,
+    scope: &mut StateScope,
+    window: i64,
+) {
+    let now = cluster.time_ms();
+    for key in scope.keys() {
+        let at = scope
+            .get(&key)
+            .and_then(|v| <[u8; 8]>::try_from(v).ok())
+            .map(i64::from_le_bytes);
+        if at.is_none_or(|at| now - at >= window) {
+            scope.remove(&key);
+        }
+    }
+    let owners = &cluster.archive().owners;
+    for p in state.proposals() {
+        let owner = cluster.pod(p.pod).raw.owner.to_native();
+        if let Some(o) = owners.get(owner as usize) {
+            let uid = cluster.str(o.uid.to_native());
+            if !uid.is_empty()
+                && let Err(e) = scope.put(uid, &now.to_le_bytes())
+            {
+                tracing::warn!(error = %e, "the evictor's cooldown memory is full; owner not remembered");
+            }
+        }
+    }
 }
 
 fn ms(d: Duration) -> f64 {

@@ -65,8 +65,14 @@ fn run_scenario(
             .collect();
         format!("policy: {}", list.join("; "))
     })?;
-    let report = run::execute(engine, registry, &profile, &snapshot)
-        .map_err(|e| format!("run: {e}: {e:?}"))?;
+    let report = run::execute(
+        engine,
+        registry,
+        &profile,
+        &snapshot,
+        run::PolicyStates::default(),
+    )
+    .map_err(|e| format!("run: {e}: {e:?}"))?;
     let failures: Vec<String> = report
         .policies
         .iter()

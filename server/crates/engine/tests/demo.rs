@@ -22,8 +22,14 @@ fn the_default_profile_proposes_moves_on_the_demo_cluster() {
             .unwrap_or_else(|e| panic!("built-in {file}: {e}"));
         registry.insert(policy, true);
     }
-    let report =
-        run::execute(&engine, &registry, &spec, &snapshot).expect("the default profile runs");
+    let report = run::execute(
+        &engine,
+        &registry,
+        &spec,
+        &snapshot,
+        run::PolicyStates::default(),
+    )
+    .expect("the default profile runs");
     assert!(report.skipped.is_none(), "{report:?}");
     for outcome in &report.policies {
         assert!(outcome.error.is_none(), "{outcome:?}");

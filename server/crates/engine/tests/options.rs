@@ -126,7 +126,14 @@ fn run_with(engine: &Engine, registry: &PolicyRegistry, lnu_args: Value) -> RunR
             .collect();
         panic!("policy: {}", list.join("; "))
     });
-    run::execute(engine, registry, &profile, &snapshot).expect("run")
+    run::execute(
+        engine,
+        registry,
+        &profile,
+        &snapshot,
+        run::PolicyStates::default(),
+    )
+    .expect("run")
 }
 
 fn assert_no_policy_errors(report: &RunReport) {

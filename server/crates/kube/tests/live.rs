@@ -165,11 +165,15 @@ async fn optional_kinds_follow_discovery() {
     small(&koord);
     koord.apply(json!({
         "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric",
-        "metadata": {"name": "n1"}, "status": {"nodeMetric": {}}
+        "metadata": {"name": "n1"},
+        "status": {"updateTime": "2026-01-01T00:00:00Z",
+                   "nodeMetric": {"nodeUsage": {"resources": {"cpu": "3"}}},
+                   "podsMetric": [{"namespace": "shop", "name": "web-1",
+                                   "podUsage": {"resources": {"cpu": "700m"}}}]}
     }));
     koord.apply(json!({
         "apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics",
-        "metadata": {"name": "n1"}, "usage": {"cpu": "1", "memory": "1Gi"}, "window": "30s",
+        "metadata": {"name": "n2"}, "usage": {"cpu": "1", "memory": "1Gi"}, "window": "30s",
         "timestamp": "2026-01-01T00:00:00Z"
     }));
     let world = World::start(koord, fast()).await;
@@ -180,6 +184,18 @@ async fn optional_kinds_follow_discovery() {
             })
         })
         .await;
+    // Their usage reaches the snapshot's usage sections.
+    {
+        use rebalancer_policy_sdk::model::ArchivedUsageSource;
+        let snapshot = world.snapshot().unwrap();
+        let c = snapshot.cluster();
+        let node = |name: &str| c.nodes().find(|n| n.name() == name).unwrap();
+        assert_eq!(node("n1").usage().source, ArchivedUsageSource::NodeMetric);
+        assert_eq!(node("n1").usage().node[0].milli.to_native(), 3_000);
+        assert_eq!(node("n2").usage().source, ArchivedUsageSource::MetricsApi);
+        let web1 = c.pods().find(|p| p.name() == "web-1").unwrap();
+        assert_eq!(web1.usage().usage[0].milli.to_native(), 700);
+    }
     let mut kinds = world.live.status().optional_kinds;
     kinds.sort();
     assert_eq!(

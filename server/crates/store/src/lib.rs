@@ -27,6 +27,7 @@ pub mod policies;
 pub mod profiles;
 pub mod runs;
 pub mod schedules;
+pub mod state;
 pub mod stats;
 pub mod tokens;
 pub mod transitions;
@@ -48,6 +49,7 @@ pub use policies::{NewPolicy, PolicyRecord, PutPolicyError};
 pub use profiles::ProfileRecord;
 pub use runs::{NewRun, RunEnd, RunRecord, RunStatus, RunTrigger};
 pub use schedules::{ScheduleRecord, ScheduleSpec};
+pub use state::{StateWrite, StoredScope};
 pub use tokens::{DeleteTokenError, InsertTokenError, NewToken, Role, TokenOrigin, TokenRecord};
 pub use transitions::{Approval, BulkApproval, MigrationTemplate};
 

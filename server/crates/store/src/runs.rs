@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 use super::decisions::{DecisionStatus, NewDecision};
+use super::state::StateWrite;
 use super::{Store, StoreError, from_json, now_ms};
 
 /// Rows per multi-row decision INSERT (12 parameters each).
@@ -123,12 +124,15 @@ pub struct RunRecord {
 }
 
 /// How a run ended.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub enum RunEnd<'a> {
     Succeeded {
-        /// The run report, as JSON text.
-        report: &'a str,
+        /// The run report as JSON text, given the indexes into `state` of the writes that lost
+        /// to a concurrent run (committed in the same transaction, so it can say so).
+        report: &'a (dyn Fn(&[usize]) -> String + Sync),
         decisions: &'a [NewDecision<'a>],
+        /// Policy state scopes the run changed.
+        state: &'a [StateWrite<'a>],
     },
     Failed {
         error: &'a str,
@@ -202,7 +206,14 @@ impl Store {
             ));
         }
         match end {
-            RunEnd::Succeeded { report, decisions } => {
+            RunEnd::Succeeded {
+                report,
+                decisions,
+                state,
+            } => {
+                let conflicts =
+                    super::state::commit(&mut tx, &cluster, &profile, id, state, now).await?;
+                let report = report(&conflicts);
                 for batch in decisions.chunks(DECISION_BATCH) {
                     let mut sql = String::from(
                         "INSERT INTO decisions (run_id, cluster, profile, plugin_set, plugin, \
@@ -237,7 +248,7 @@ impl Store {
                      WHERE id = ?",
                 )
                 .bind(now)
-                .bind(report)
+                .bind(&report)
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;

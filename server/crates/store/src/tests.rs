@@ -316,8 +316,9 @@ async fn runs_finish_with_their_decisions_in_one_go() {
         .finish_run(
             run.id,
             RunEnd::Succeeded {
-                report: &report.to_string(),
+                report: &|_: &[usize]| report.to_string(),
                 decisions: &decisions,
+                state: &[],
             },
         )
         .await
@@ -395,8 +396,9 @@ async fn runs_finish_with_their_decisions_in_one_go() {
         .finish_run(
             other.id,
             RunEnd::Succeeded {
-                report: "{}",
+                report: &|_: &[usize]| "{}".to_string(),
                 decisions: &[decision(&pod_names(0))],
+                state: &[],
             },
         )
         .await
@@ -508,4 +510,118 @@ async fn bulk_replace_of_a_large_cluster() {
     let loaded = store.cluster_objects(id).await.unwrap();
     assert_eq!(loaded.len(), objects.len());
     eprintln!("loaded back in {:.2} s", started.elapsed().as_secs_f64());
+}
+
+#[tokio::test]
+async fn policy_state_commits_with_its_run_and_a_concurrent_commit_is_a_conflict() {
+    use std::sync::Mutex;
+
+    use crate::StateWrite;
+
+    let (_dir, store) = open().await;
+    let counts = BTreeMap::from([("Node".to_string(), 1u64)]);
+    let warnings = json!([]);
+    let state = NewClusterState {
+        name: "east",
+        backend: "simulated",
+        revision: 1,
+        snapshot_time_ms: 1,
+        node_count: 1,
+        pod_count: 0,
+        counts: &counts,
+        warnings: &warnings,
+    };
+    store
+        .replace_cluster_state(&state, rows(&[object("Node", None, "n1")]))
+        .await
+        .unwrap();
+    assert!(
+        store
+            .load_policy_state("east", "default")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Two runs load the empty scope; the first commits, the second conflicts.
+    let finish = |data: &'static [u8], base_version: i64| {
+        let store = store.clone();
+        async move {
+            let run = store
+                .insert_run(&NewRun::manual("east", 1, "default"))
+                .await
+                .unwrap();
+            let seen = Mutex::new(Vec::new());
+            let report = |c: &[usize]| {
+                *seen.lock().unwrap() = c.to_vec();
+                json!({"conflicts": c}).to_string()
+            };
+            let writes = [StateWrite {
+                plugin_set: "default",
+                policy: "LowNodeLoad",
+                base_version,
+                data,
+            }];
+            store
+                .finish_run(
+                    run.id,
+                    RunEnd::Succeeded {
+                        report: &report,
+                        decisions: &[],
+                        state: &writes,
+                    },
+                )
+                .await
+                .unwrap();
+            let conflicts = seen.into_inner().unwrap();
+            (run.id, conflicts)
+        }
+    };
+    let (first, conflicts) = finish(b"one", 0).await;
+    assert!(conflicts.is_empty());
+    let (second, conflicts) = finish(b"two", 0).await;
+    assert_eq!(conflicts, [0]);
+    assert_eq!(
+        store.get_run(second).await.unwrap().report,
+        Some(json!({"conflicts": [0]}))
+    );
+    let loaded = store.load_policy_state("east", "default").await.unwrap();
+    assert_eq!(loaded.len(), 1);
+    assert_eq!((loaded[0].version, &loaded[0].data[..]), (1, &b"one"[..]));
+    assert_eq!(
+        (loaded[0].plugin_set.as_str(), loaded[0].policy.as_str()),
+        ("default", "LowNodeLoad")
+    );
+    let _ = first;
+    // From version 1: the next commit moves it to 2; a stale one (from 1 again) conflicts.
+    assert!(finish(b"three", 1).await.1.is_empty());
+    assert_eq!(finish(b"four", 1).await.1, [0]);
+    let loaded = store.load_policy_state("east", "default").await.unwrap();
+    assert_eq!((loaded[0].version, &loaded[0].data[..]), (2, &b"three"[..]));
+    // Other profiles and clusters have their own scopes.
+    assert!(
+        store
+            .load_policy_state("east", "other")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .load_policy_state("west", "default")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Deleting the cluster's row deletes its state.
+    sqlx::query("DELETE FROM clusters WHERE name = 'east'")
+        .execute(&store.pool)
+        .await
+        .unwrap();
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM policy_state")
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
 }

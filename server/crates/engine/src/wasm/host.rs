@@ -10,7 +10,9 @@ use rebalancer_policy_sdk::{ArgError, ExtensionPoint, Host as _, LogLevel, Refus
 use serde::{Deserialize, Serialize};
 use wasmtime::{ResourceLimiter, Store, Trap};
 
-use super::bindings::rebalancer::policy::{cluster, evictor, types as wit};
+use rebalancer_policy_sdk::state::StateScope;
+
+use super::bindings::rebalancer::policy::{cluster, evictor, state, types as wit};
 use super::{CompiledPolicy, EPOCH_TICK, Engine, PolicyFailure};
 use crate::stopwatch::Stopwatch;
 use rebalancer_cluster::ClusterSnapshot;
@@ -25,6 +27,9 @@ pub struct EvalSession {
     pub state: RunState,
     pub plugin: String,
     pub plugin_set: String,
+    /// The policy's state scope as loaded; comes back in [`Evaluation::scope`] with what the
+    /// evaluation changed.
+    pub scope: StateScope,
 }
 
 /// One log line a policy wrote.
@@ -46,6 +51,8 @@ pub struct Evaluation {
     /// The snapshot sections handed to the guest, with their sizes, in the order it asked.
     pub sections: Vec<(Section, u64)>,
     pub state: RunState,
+    /// The policy's state scope after the evaluation (commit it only if `outcome` is `Ok`).
+    pub scope: StateScope,
     /// CPU time of the evaluating thread over `duration` (see [`Stopwatch`]).
     pub cpu: Option<Duration>,
 }
@@ -103,12 +110,22 @@ pub(super) struct HostState {
     /// instance has several, or memories are pooled).
     #[cfg(target_os = "linux")]
     memory: Option<super::memory::MemoryHandle>,
+    /// The archive layout the module was built for (its ABI minor): it is told this layout
+    /// and served only that layout's sections.
+    layout: u32,
 }
 
 impl HostState {
+    /// The section `id`, if the module's layout has it.
+    pub(super) fn section_of(&self, id: u32) -> Option<Section> {
+        Section::from_id(id).filter(|s| (s.id() as usize) < Section::count_in_layout(self.layout))
+    }
+
     fn session(&mut self) -> wasmtime::Result<&mut EvalSession> {
         self.session.as_mut().ok_or_else(|| {
-            wasmtime::format_err!("the cluster is not available during info/validate-args")
+            wasmtime::format_err!(
+                "the cluster and the policy state are not available during info/validate-args"
+            )
         })
     }
 
@@ -193,10 +210,11 @@ impl wit::Host for HostState {}
 
 impl cluster::Host for HostState {
     fn info(&mut self) -> wasmtime::Result<wit::SnapshotInfo> {
+        let layout = self.layout;
         let s = self.session()?;
         let c = s.snapshot.cluster();
         Ok(wit::SnapshotInfo {
-            layout_version: rebalancer_policy_sdk::model::LAYOUT_VERSION,
+            layout_version: layout,
             revision: c.revision(),
             time_ms: c.time_ms(),
             node_count: c.node_count() as u32,
@@ -213,18 +231,19 @@ impl cluster::Host for HostState {
 
     /// Shadowed like `snapshot`.
     fn snapshot_section(&mut self, id: u32) -> wasmtime::Result<Option<Vec<u8>>> {
-        Section::from_id(id)
+        self.section_of(id)
             .map(|s| self.section_bytes(s).map(|b| b.to_vec()))
             .transpose()
     }
 
     fn section_size(&mut self, id: u32) -> wasmtime::Result<Option<u32>> {
+        let section = self.section_of(id);
         let archive = self.session()?.snapshot.archive();
-        Ok(Section::from_id(id).map(|section| archive.range(section).len() as u32))
+        Ok(section.map(|section| archive.range(section).len() as u32))
     }
 
     fn map_section(&mut self, id: u32, offset: u32) -> wasmtime::Result<bool> {
-        let Some(section) = Section::from_id(id) else {
+        let Some(section) = self.section_of(id) else {
             return Ok(false);
         };
         let snapshot = self.session()?.snapshot.clone();
@@ -277,6 +296,24 @@ impl cluster::Host for HostState {
             message,
         });
         Ok(())
+    }
+}
+
+impl state::Host for HostState {
+    fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
+        Ok(self.session()?.scope.get(&key).map(<[u8]>::to_vec))
+    }
+
+    fn put(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<Result<(), String>> {
+        Ok(self.session()?.scope.put(&key, &value))
+    }
+
+    fn remove(&mut self, key: String) -> wasmtime::Result<bool> {
+        Ok(self.session()?.scope.remove(&key))
+    }
+
+    fn keys(&mut self) -> wasmtime::Result<Vec<String>> {
+        Ok(self.session()?.scope.keys())
     }
 }
 
@@ -342,7 +379,7 @@ pub(super) struct Call {
     instance: super::bindings::Policy,
 }
 
-fn new_store(engine: &Engine, session: Option<EvalSession>) -> Store<HostState> {
+fn new_store(engine: &Engine, session: Option<EvalSession>, layout: u32) -> Store<HostState> {
     let limits = &engine.inner.limits;
     let state = HostState {
         limiter: Limiter {
@@ -361,6 +398,7 @@ fn new_store(engine: &Engine, session: Option<EvalSession>) -> Store<HostState> 
         panic: None,
         #[cfg(target_os = "linux")]
         memory: None,
+        layout,
     };
     let mut store = Store::new(&engine.inner.wasmtime, state);
     store.limiter(|s| &mut s.limiter);
@@ -373,10 +411,20 @@ fn new_store(engine: &Engine, session: Option<EvalSession>) -> Store<HostState> 
     store
 }
 
+/// A store as an evaluation of a module of `layout` gets it (tests).
+#[cfg(test)]
+pub(super) fn test_store(
+    engine: &Engine,
+    session: Option<EvalSession>,
+    layout: u32,
+) -> Store<HostState> {
+    new_store(engine, session, layout)
+}
+
 impl Call {
     /// A store for `info` / `validate-args`: no cluster.
     pub(super) fn metadata(engine: &Engine, policy: &CompiledPolicy) -> wasmtime::Result<Call> {
-        let mut store = new_store(engine, None);
+        let mut store = new_store(engine, None, policy.layout);
         let instance = instantiate(policy, &mut store)?;
         Ok(Call { store, instance })
     }
@@ -468,7 +516,7 @@ pub(super) fn evaluate(
     session: EvalSession,
     started: Stopwatch,
 ) -> Evaluation {
-    let mut store = new_store(engine, Some(session));
+    let mut store = new_store(engine, Some(session), policy.layout);
     let instance = match instantiate(policy, &mut store) {
         Ok(instance) => instance,
         Err(e) => {
@@ -482,6 +530,7 @@ pub(super) fn evaluate(
                 peak_memory: 0,
                 sections: Vec::new(),
                 state: session.state,
+                scope: session.scope,
                 cpu: started.cpu(),
             };
         }
@@ -507,6 +556,7 @@ pub(super) fn evaluate(
         peak_memory: data.limiter.peak,
         sections: data.handed_over,
         state: session.state,
+        scope: session.scope,
         cpu,
     }
 }

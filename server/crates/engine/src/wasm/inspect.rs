@@ -88,7 +88,7 @@ pub(super) fn check_imports_exports(
                     supported: ABI_VERSION.to_string(),
                 });
             }
-            if !matches!(rest, "types" | "cluster" | "evictor") {
+            if !matches!(rest, "types" | "cluster" | "evictor" | "state") {
                 return Err(EngineError::ForbiddenImport {
                     name: name.to_string(),
                 });
@@ -137,6 +137,17 @@ pub(super) fn check_imports_exports(
 /// which this host no longer builds (layout 2 split the archive into sections in 1.1); they are
 /// refused at upload rather than failing every run. The project had no release with 1.0.
 const OLDEST_MINOR: u64 = 1;
+
+/// The snapshot layout a guest built against ABI `version` reads: layout 2 (sections 0–9) for
+/// 1.1 and 1.2, layout 3 (plus node annotations and usage) from 1.3.
+pub(super) fn layout_of(version: &str) -> u32 {
+    let minor = version
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse::<u64>().ok())
+        .unwrap_or(0);
+    if minor >= 3 { 3 } else { 2 }
+}
 
 /// A guest built against a newer minor than the host serves needs functions the host lacks; one
 /// built against a minor older than [`OLDEST_MINOR`] reads a snapshot layout the host no longer

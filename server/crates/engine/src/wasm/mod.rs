@@ -56,6 +56,13 @@ pub struct SandboxLimits {
     pub max_proposals: u32,
     /// Log bytes allowed per evaluation.
     pub max_log_bytes: usize,
+    /// Size cap of one policy state scope (keys plus values), in bytes.
+    #[serde(default = "default_max_state_bytes")]
+    pub max_state_bytes: usize,
+}
+
+fn default_max_state_bytes() -> usize {
+    rebalancer_policy_sdk::state::DEFAULT_MAX_BYTES
 }
 
 impl Default for SandboxLimits {
@@ -67,6 +74,7 @@ impl Default for SandboxLimits {
             stack_bytes: 1 << 20,
             max_proposals: 1_000_000,
             max_log_bytes: 1 << 20,
+            max_state_bytes: default_max_state_bytes(),
         }
     }
 }
@@ -160,6 +168,8 @@ impl PolicyMeta {
 pub struct CompiledPolicy {
     pub meta: PolicyMeta,
     pre: bindings::PolicyPre<host::HostState>,
+    /// The archive layout its ABI minor reads (2 up to ABI 1.2, 3 from 1.3).
+    layout: u32,
 }
 
 impl std::fmt::Debug for CompiledPolicy {
@@ -269,7 +279,9 @@ fn link_shared_snapshot(linker: &mut Linker<host::HostState>) -> wasmtime::Resul
         cluster.func_wrap(
             "snapshot-section",
             |mut store: wasmtime::StoreContextMut<'_, host::HostState>, (id,): (u32,)| {
-                let bytes = Section::from_id(id)
+                let bytes = store
+                    .data()
+                    .section_of(id)
                     .map(|s| store.data_mut().section_bytes(s))
                     .transpose()?;
                 Ok((bytes,))
@@ -319,7 +331,7 @@ fn link_inert_wasi_as_traps(
 }
 
 /// The WIT interface name of the cluster imports, as a component imports it.
-const CLUSTER_INTERFACE: &str = "rebalancer:policy/cluster@1.2.0";
+const CLUSTER_INTERFACE: &str = "rebalancer:policy/cluster@1.3.0";
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
@@ -383,14 +395,16 @@ impl Engine {
                 name: format!("{e:#}"),
             })?;
 
+        let abi_version = imports
+            .abi_version
+            .unwrap_or_else(|| ABI_VERSION.to_string());
         let mut compiled = CompiledPolicy {
+            layout: inspect::layout_of(&abi_version),
             meta: PolicyMeta {
                 name: String::new(),
                 version: String::new(),
                 description: String::new(),
-                abi_version: imports
-                    .abi_version
-                    .unwrap_or_else(|| ABI_VERSION.to_string()),
+                abi_version,
                 digest: digest.clone(),
                 size_bytes: wasm.len() as u64,
                 extension_points: Vec::new(),

@@ -93,6 +93,7 @@ fn session(snapshot: &Arc<ClusterSnapshot>) -> EvalSession {
         state: RunState::new(cluster, Limits::default()),
         plugin: "TestMisbehaving".into(),
         plugin_set: "default".into(),
+        scope: Default::default(),
     }
 }
 
@@ -434,6 +435,124 @@ fn map_section_at_an_unaligned_offset_ends_the_evaluation_with_the_rule_it_broke
 /// pulls sections with `cluster.snapshot-section` copies, not `map-section`.
 const ABI_1_1_REMOVE_FAILED_PODS: &[u8] =
     include_bytes!("../../tests/fixtures/abi-1.1/remove_failed_pods.wasm");
+
+/// `remove_failed_pods.wasm` and `remove_duplicates.wasm` as built against ABI 1.2 (commit
+/// 06710b4, `policy` profile): they read snapshot layout 2 and map sections in place.
+const ABI_1_2_REMOVE_FAILED_PODS: &[u8] =
+    include_bytes!("../../tests/fixtures/abi-1.2/remove_failed_pods.wasm");
+const ABI_1_2_REMOVE_DUPLICATES: &[u8] =
+    include_bytes!("../../tests/fixtures/abi-1.2/remove_duplicates.wasm");
+
+/// A built-in by its module name (`remove-duplicates`).
+fn built_in(name: &str) -> Arc<CompiledPolicy> {
+    let (_, module) = rebalancer_builtins::modules()
+        .iter()
+        .find(|(n, _)| n.replace('_', "-") == name)
+        .expect("a built-in");
+    engine().compile(module).unwrap()
+}
+
+#[test]
+fn guests_built_against_abi_1_2_read_layout_2_and_decide_as_the_current_built_ins() {
+    // Five replicas of one ReplicaSet on one node of two, one failed pod: both policies
+    // propose something, and the layout-3 sections (node usage among them) are present.
+    let mut items = vec![];
+    for n in 0..2 {
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("node-{n}"), "uid": format!("uid-node-{n}"),
+                         "annotations": {"node.koordinator.sh/raw-allocatable": "{\"cpu\":\"8\"}"}},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }));
+    }
+    for p in 0..5 {
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": format!("web-{p}"), "namespace": "shop", "uid": format!("uid-web-{p}"),
+                "creationTimestamp": "2020-01-01T00:00:00Z",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                                     "uid": "rs-web", "controller": true}]
+            },
+            "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "nginx",
+                     "resources": {"requests": {"cpu": "100m"}}}]},
+            "status": {"phase": if p == 4 { "Failed" } else { "Running" },
+                       "startTime": "2020-01-01T00:00:00Z"}
+        }));
+    }
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let objects = cluster::parse_list(list.to_string().as_bytes(), cluster::Format::Json).unwrap();
+    let snapshot = Arc::new(cluster::build_snapshot(&objects, 1, 1_700_000_000_000).unwrap());
+    assert_eq!(
+        snapshot
+            .cluster()
+            .node(0)
+            .annotation("node.koordinator.sh/raw-allocatable"),
+        Some("{\"cpu\":\"8\"}")
+    );
+    for (old, name, point) in [
+        (
+            ABI_1_2_REMOVE_FAILED_PODS,
+            "remove-failed-pods",
+            ExtensionPoint::Deschedule,
+        ),
+        (
+            ABI_1_2_REMOVE_DUPLICATES,
+            "remove-duplicates",
+            ExtensionPoint::Balance,
+        ),
+    ] {
+        let old = engine().compile(old).expect("a 1.2 guest is accepted");
+        assert_eq!(old.meta.abi_version, "1.2.0");
+        assert_eq!(old.layout, 2);
+        let current = built_in(name);
+        assert_eq!(current.meta.abi_version, ABI_VERSION);
+        assert_eq!(current.layout, 3);
+        let run = |policy: &CompiledPolicy| {
+            let evaluation = engine().evaluate(policy, point, &json!({}), session(&snapshot));
+            assert_eq!(
+                failure_kind(&evaluation),
+                "ok",
+                "{name}: {:?}",
+                evaluation.outcome
+            );
+            let cluster = snapshot.cluster();
+            let mut names: Vec<String> = evaluation
+                .state
+                .proposals()
+                .iter()
+                .map(|p| cluster.pod(p.pod).name().to_string())
+                .collect();
+            names.sort();
+            (names, evaluation.sections)
+        };
+        let ((old_names, old_sections), (names, _)) = (run(&old), run(&current));
+        assert!(!names.is_empty(), "{name} proposes something here");
+        assert_eq!(old_names, names, "{name}");
+        // The old guest was served layout-2 sections only.
+        assert!(
+            !old_sections.is_empty() && old_sections.iter().all(|(s, _)| s.id() < 10),
+            "{name}: {old_sections:?}"
+        );
+    }
+}
+
+#[test]
+fn a_layout_2_guest_is_refused_the_sections_of_layout_3() {
+    let old = engine().compile(ABI_1_2_REMOVE_FAILED_PODS).unwrap();
+    let snapshot = small_cluster();
+    let mut store = host::test_store(engine(), Some(session(&snapshot)), old.layout);
+    let state = store.data_mut();
+    for id in 0..10 {
+        assert!(state.section_of(id).is_some(), "section {id}");
+    }
+    for id in 10..14 {
+        assert!(state.section_of(id).is_none(), "section {id}");
+    }
+    let mut store = host::test_store(engine(), Some(session(&snapshot)), 3);
+    assert!(store.data_mut().section_of(12).is_some());
+}
 
 #[test]
 fn a_guest_built_against_abi_1_1_still_runs_and_decides_as_the_current_built_in() {

@@ -1,0 +1,519 @@
+//! Measured usage: Koordinator's NodeMetric, metrics.k8s.io's NodeMetrics and PodMetrics, and the
+//! `node.koordinator.sh/raw-allocatable` node annotation, attached to the snapshot's node and
+//! pod tables (layout 3's `node-usage` and `pod-usage` sections).
+//!
+//! Owns reading those objects (kept raw in the object set: they are not rows of their own) and
+//! joining them to nodes by name and to pods by namespace/name (NodeMetric's `podsMetric` carries
+//! no uid). Like Koordinator, which carries on past a NodeMetric it cannot read, nothing here
+//! refuses a document: an object or annotation that cannot be read is left out and named in an
+//! [`WarningCode::InvalidUsage`] warning, and a metric for a node or pod the snapshot does not
+//! hold in a [`WarningCode::UsageWithoutObject`] one. NodeMetric `podsMetric` entries of pods no
+//! longer in the cluster are not warned about: Koordinator counts them in the node's usage, so
+//! they are summed into [`NodeUsage::gone_pods`].
+//!
+//! Precedence: a node's usage comes from its NodeMetric when it has one, else from its
+//! NodeMetrics; a pod's from its NodeMetric entry, else from its PodMetrics.
+
+use std::collections::HashMap;
+
+use rebalancer_policy_sdk::model::{NodeUsage, PodUsage, Quantity, StrId, UsageSource};
+use serde::Deserialize;
+
+use super::convert::{self, Ctx};
+use super::objects::{Entry, Kind, ObjectSet, qualified};
+use super::wire::{QtyMap, Str};
+use super::{IngestWarning, WarningCode, sample_list};
+
+/// The annotation koord-manager writes with a node's allocatable before overcommitment.
+pub const RAW_ALLOCATABLE: &str = "node.koordinator.sh/raw-allocatable";
+
+/// The usage kinds, by `kind` and API group.
+const KINDS: [(&str, &str); 3] = [
+    ("NodeMetric", "slo.koordinator.sh"),
+    ("NodeMetrics", "metrics.k8s.io"),
+    ("PodMetrics", "metrics.k8s.io"),
+];
+
+/// Whether `kind` of `api_version` is read here (so it is not reported as an unknown kind).
+pub(crate) fn is_usage_kind(kind: &str, api_version: &str) -> bool {
+    let group = api_version.split_once('/').map_or("", |(g, _)| g);
+    KINDS.iter().any(|&(k, g)| k == kind && g == group)
+}
+
+// ----------------------------------------------------------------------------------- the wire
+
+#[derive(Deserialize, Default)]
+struct Meta<'a> {
+    #[serde(borrow)]
+    name: Option<Str<'a>>,
+    #[serde(borrow)]
+    namespace: Option<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeMetric<'a> {
+    #[serde(borrow, default)]
+    metadata: Meta<'a>,
+    #[serde(default)]
+    spec: Option<NodeMetricSpec>,
+    #[serde(borrow)]
+    status: Option<NodeMetricStatus<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeMetricSpec {
+    metric_collect_policy: Option<MetricCollectPolicy>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetricCollectPolicy {
+    aggregate_duration_seconds: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeMetricStatus<'a> {
+    #[serde(borrow)]
+    update_time: Option<Str<'a>>,
+    #[serde(borrow)]
+    node_metric: Option<NodeMetricInfo<'a>>,
+    #[serde(borrow)]
+    pods_metric: Option<Vec<PodMetricInfo<'a>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeMetricInfo<'a> {
+    #[serde(borrow)]
+    node_usage: Option<ResourceMap<'a>>,
+    #[serde(borrow)]
+    system_usage: Option<ResourceMap<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ResourceMap<'a> {
+    #[serde(borrow)]
+    resources: Option<QtyMap<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PodMetricInfo<'a> {
+    #[serde(borrow)]
+    namespace: Option<Str<'a>>,
+    #[serde(borrow)]
+    name: Option<Str<'a>>,
+    #[serde(borrow)]
+    pod_usage: Option<ResourceMap<'a>>,
+}
+
+/// metrics.k8s.io NodeMetrics.
+#[derive(Deserialize)]
+struct NodeMetrics<'a> {
+    #[serde(borrow, default)]
+    metadata: Meta<'a>,
+    #[serde(borrow)]
+    timestamp: Option<Str<'a>>,
+    #[serde(borrow)]
+    window: Option<Str<'a>>,
+    #[serde(borrow)]
+    usage: Option<QtyMap<'a>>,
+}
+
+/// metrics.k8s.io PodMetrics.
+#[derive(Deserialize)]
+struct PodMetrics<'a> {
+    #[serde(borrow, default)]
+    metadata: Meta<'a>,
+    #[serde(borrow)]
+    timestamp: Option<Str<'a>>,
+    #[serde(borrow)]
+    containers: Option<Vec<ContainerMetrics<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ContainerMetrics<'a> {
+    #[serde(borrow)]
+    usage: Option<QtyMap<'a>>,
+}
+
+// ------------------------------------------------------------------------------------- attach
+
+/// What went wrong, gathered into one warning per code.
+#[derive(Default)]
+struct Problems {
+    invalid: Vec<String>,
+    orphans: Vec<String>,
+}
+
+/// Fill the node and pod usage tables of the snapshot being built in `ctx` (its node and pod
+/// rows are complete) from the usage objects of `objects`; the warnings of what was left out.
+pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet) -> Vec<IngestWarning> {
+    let mut problems = Problems::default();
+    let tables = ctx.builder.snapshot();
+    let node_count = tables.nodes.len();
+    let pod_count = tables.pods.len();
+    let mut node_usage = vec![NodeUsage::default(); node_count];
+    let mut pod_usage = vec![PodUsage::default(); pod_count];
+
+    let nodes: HashMap<String, usize> = tables
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (ctx.builder.str(n.name).to_owned(), i))
+        .collect();
+    // Pods by (namespace id, name); built only when some object names pods.
+    let mut pods: Option<HashMap<(StrId, String), usize>> = None;
+    let raw_key = ctx.builder.lookup(RAW_ALLOCATABLE);
+
+    // Raw allocatable, from the nodes' annotations.
+    if let Some(key) = raw_key {
+        let tables = ctx.builder.snapshot();
+        let found: Vec<(usize, String)> = tables
+            .node_annotations
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| {
+                a.iter()
+                    .find(|kv| kv.key == key)
+                    .map(|kv| (i, ctx.builder.str(kv.value).to_owned()))
+            })
+            .collect();
+        for (node, text) in found {
+            let name = ctx
+                .builder
+                .str(ctx.builder.snapshot().nodes[node].name)
+                .to_owned();
+            match resource_list(ctx, &text) {
+                Ok(list) => node_usage[node].raw_allocatable = list,
+                Err(e) => problems.invalid.push(format!(
+                    "Node {name}: annotation {RAW_ALLOCATABLE}: {e} (allocatable is used)"
+                )),
+            }
+        }
+    }
+
+    let usage_entries: Vec<&Entry> = objects
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(&e.kind, Kind::Other(_)) && is_usage_kind(e.kind.as_str(), &e.api_version)
+        })
+        .collect();
+    // NodeMetrics first, so that a NodeMetric of the same node replaces it; PodMetrics after
+    // NodeMetric, so that they only fill pods without a NodeMetric entry.
+    let order = |e: &&Entry| match e.kind.as_str() {
+        "NodeMetrics" => 0,
+        "NodeMetric" => 1,
+        _ => 2,
+    };
+    let mut usage_entries = usage_entries;
+    usage_entries.sort_by_key(order);
+    for entry in usage_entries {
+        let text = objects.store.get(entry.span);
+        let what = format!(
+            "{} {}",
+            entry.kind.as_str(),
+            qualified(&entry.namespace, &entry.name)
+        );
+        let result = match entry.kind.as_str() {
+            "NodeMetric" => serde_json::from_str::<NodeMetric<'_>>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|m| {
+                    node_metric(
+                        ctx,
+                        &m,
+                        &nodes,
+                        &mut pods,
+                        &mut node_usage,
+                        &mut pod_usage,
+                        &what,
+                        &mut problems,
+                    )
+                }),
+            "NodeMetrics" => serde_json::from_str::<NodeMetrics<'_>>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|m| node_metrics(ctx, &m, &nodes, &mut node_usage, &what, &mut problems)),
+            _ => serde_json::from_str::<PodMetrics<'_>>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|m| {
+                    pod_metrics(ctx, &m, &mut pods, &mut pod_usage, &what, &mut problems)
+                }),
+        };
+        if let Err(e) = result {
+            problems.invalid.push(format!("{what}: {e}"));
+        }
+    }
+
+    let tables = ctx.builder.snapshot_mut();
+    tables.node_usage = node_usage;
+    tables.pod_usage = pod_usage;
+    warnings(problems)
+}
+
+fn warnings(problems: Problems) -> Vec<IngestWarning> {
+    let mut out = Vec::new();
+    if !problems.invalid.is_empty() {
+        let n = problems.invalid.len();
+        out.push(IngestWarning::new(
+            WarningCode::InvalidUsage,
+            n,
+            format!(
+                "{n} usage object(s) or annotation(s) could not be read and are ignored: {}",
+                sample_list(problems.invalid.iter().map(String::as_str), n)
+            ),
+        ));
+    }
+    if !problems.orphans.is_empty() {
+        let n = problems.orphans.len();
+        out.push(IngestWarning::new(
+            WarningCode::UsageWithoutObject,
+            n,
+            format!(
+                "{n} metric(s) name a node or pod the snapshot does not hold and are ignored: {}",
+                sample_list(problems.orphans.iter().map(String::as_str), n)
+            ),
+        ));
+    }
+    out
+}
+
+/// A JSON resource list (`{"cpu": "8", "memory": "16Gi"}`), in milli-units.
+fn resource_list(ctx: &mut Ctx, text: &str) -> Result<Vec<Quantity>, String> {
+    let map: QtyMap<'_> = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    quantities(ctx, &Some(map), "")
+}
+
+fn quantities(
+    ctx: &mut Ctx,
+    map: &Option<QtyMap<'_>>,
+    base: &str,
+) -> Result<Vec<Quantity>, String> {
+    convert::milli_list(ctx, map, base).map_err(|e| {
+        if e.field.is_empty() {
+            e.message.to_string()
+        } else {
+            format!("{}: {}", e.field, e.message)
+        }
+    })
+}
+
+fn resources(
+    ctx: &mut Ctx,
+    map: &Option<ResourceMap<'_>>,
+    base: &str,
+) -> Result<Vec<Quantity>, String> {
+    match map {
+        Some(m) => quantities(ctx, &m.resources, base),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn time(s: &Option<Str<'_>>, field: &str) -> Result<Option<i64>, String> {
+    match s.as_deref() {
+        None | Some("") => Ok(None),
+        Some(t) => convert::parse_time_ms(t)
+            .map(Some)
+            .ok_or_else(|| format!("{field}: {t:?} is not an RFC 3339 time")),
+    }
+}
+
+/// A Go duration as metrics-server writes it (`30s`, `1m0s`), in ms.
+fn duration_ms(s: &str) -> Option<i64> {
+    let ns = rebalancer_policy_sdk::k8s::duration::parse_go_duration(s).ok()?;
+    i64::try_from(ns / 1_000_000).ok()
+}
+
+/// Add `b` into `a`, resource by resource.
+fn add(a: &mut Vec<Quantity>, b: &[Quantity]) {
+    for q in b {
+        match a.iter_mut().find(|x| x.resource == q.resource) {
+            Some(x) => x.milli = x.milli.saturating_add(q.milli),
+            None => a.push(*q),
+        }
+    }
+}
+
+fn pod_index<'p>(
+    ctx: &Ctx,
+    pods: &'p mut Option<HashMap<(StrId, String), usize>>,
+) -> &'p HashMap<(StrId, String), usize> {
+    pods.get_or_insert_with(|| {
+        ctx.builder
+            .snapshot()
+            .pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| ((p.namespace, p.name.clone()), i))
+            .collect()
+    })
+}
+
+fn find_pod(
+    ctx: &Ctx,
+    pods: &mut Option<HashMap<(StrId, String), usize>>,
+    namespace: &str,
+    name: &str,
+) -> Option<usize> {
+    let ns = ctx.builder.lookup(namespace)?;
+    pod_index(ctx, pods).get(&(ns, name.to_owned())).copied()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn node_metric(
+    ctx: &mut Ctx,
+    m: &NodeMetric<'_>,
+    nodes: &HashMap<String, usize>,
+    pods: &mut Option<HashMap<(StrId, String), usize>>,
+    node_usage: &mut [NodeUsage],
+    pod_usage: &mut [PodUsage],
+    what: &str,
+    problems: &mut Problems,
+) -> Result<(), String> {
+    let name = m.metadata.name.as_deref().unwrap_or("");
+    let Some(&node) = nodes.get(name) else {
+        problems.orphans.push(format!("{what} (no such node)"));
+        return Ok(());
+    };
+    let Some(status) = &m.status else {
+        // Not reported yet: Koordinator skips the node; so do we (no usage).
+        return Ok(());
+    };
+    let update_ms = time(&status.update_time, "status.updateTime")?;
+    let (node_total, system) = match &status.node_metric {
+        Some(info) => (
+            resources(
+                ctx,
+                &info.node_usage,
+                "status.nodeMetric.nodeUsage.resources",
+            )?,
+            resources(
+                ctx,
+                &info.system_usage,
+                "status.nodeMetric.systemUsage.resources",
+            )?,
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    let mut gone = Vec::new();
+    let mut entries = Vec::new();
+    for (i, p) in status.pods_metric.iter().flatten().enumerate() {
+        let usage = resources(
+            ctx,
+            &p.pod_usage,
+            &format!("status.podsMetric[{i}].podUsage.resources"),
+        )?;
+        let (ns, pod) = (
+            p.namespace.as_deref().unwrap_or(""),
+            p.name.as_deref().unwrap_or(""),
+        );
+        match find_pod(ctx, pods, ns, pod) {
+            Some(index) => entries.push((index, usage)),
+            None => add(&mut gone, &usage),
+        }
+    }
+    let window_ms = m
+        .spec
+        .as_ref()
+        .and_then(|s| s.metric_collect_policy.as_ref())
+        .and_then(|p| p.aggregate_duration_seconds)
+        .filter(|&s| s > 0)
+        .map(|s| s.saturating_mul(1000));
+    node_usage[node] = NodeUsage {
+        source: UsageSource::NodeMetric,
+        update_ms,
+        window_ms,
+        node: node_total,
+        system,
+        gone_pods: gone,
+        raw_allocatable: std::mem::take(&mut node_usage[node].raw_allocatable),
+    };
+    for (index, usage) in entries {
+        pod_usage[index] = PodUsage {
+            source: UsageSource::NodeMetric,
+            usage,
+        };
+    }
+    Ok(())
+}
+
+fn node_metrics(
+    ctx: &mut Ctx,
+    m: &NodeMetrics<'_>,
+    nodes: &HashMap<String, usize>,
+    node_usage: &mut [NodeUsage],
+    what: &str,
+    problems: &mut Problems,
+) -> Result<(), String> {
+    let name = m.metadata.name.as_deref().unwrap_or("");
+    let Some(&node) = nodes.get(name) else {
+        problems.orphans.push(format!("{what} (no such node)"));
+        return Ok(());
+    };
+    let update_ms = time(&m.timestamp, "timestamp")?;
+    let window_ms = match m.window.as_deref() {
+        None | Some("") => None,
+        Some(w) => Some(duration_ms(w).ok_or_else(|| format!("window: {w:?} is not a duration"))?),
+    };
+    let usage = quantities(ctx, &m.usage, "usage")?;
+    node_usage[node] = NodeUsage {
+        source: UsageSource::MetricsApi,
+        update_ms,
+        window_ms,
+        node: usage,
+        system: Vec::new(),
+        gone_pods: Vec::new(),
+        raw_allocatable: std::mem::take(&mut node_usage[node].raw_allocatable),
+    };
+    Ok(())
+}
+
+fn pod_metrics(
+    ctx: &mut Ctx,
+    m: &PodMetrics<'_>,
+    pods: &mut Option<HashMap<(StrId, String), usize>>,
+    pod_usage: &mut [PodUsage],
+    what: &str,
+    problems: &mut Problems,
+) -> Result<(), String> {
+    time(&m.timestamp, "timestamp")?;
+    let mut total = Vec::new();
+    for (i, c) in m.containers.iter().flatten().enumerate() {
+        let usage = quantities(ctx, &c.usage, &format!("containers[{i}].usage"))?;
+        add(&mut total, &usage);
+    }
+    let (ns, name) = (
+        m.metadata.namespace.as_deref().unwrap_or(""),
+        m.metadata.name.as_deref().unwrap_or(""),
+    );
+    let Some(index) = find_pod(ctx, pods, ns, name) else {
+        problems.orphans.push(format!("{what} (no such pod)"));
+        return Ok(());
+    };
+    if pod_usage[index].source == UsageSource::None {
+        pod_usage[index] = PodUsage {
+            source: UsageSource::MetricsApi,
+            usage: total,
+        };
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration_ms;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(duration_ms("30s"), Some(30_000));
+        assert_eq!(duration_ms("1m0s"), Some(60_000));
+        assert_eq!(duration_ms("1.5s"), Some(1_500));
+        assert_eq!(duration_ms("250ms"), Some(250));
+        assert_eq!(duration_ms("1h2m3s"), Some(3_723_000));
+        assert_eq!(duration_ms(""), None);
+        assert_eq!(duration_ms("5x"), None);
+    }
+}
