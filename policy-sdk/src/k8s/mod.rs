@@ -2,10 +2,11 @@
 //!
 //! Owns: quantities, pod requests and QoS ([`quantity`], [`resources`]), label selectors
 //! ([`selector`]), taints and tolerations ([`taints`]), node selectors and affinity
-//! ([`affinity`]), Go's duration text form ([`duration`]). Plain Rust over the snapshot views;
-//! no I/O.
+//! ([`affinity`]), Go's duration text form ([`duration`]), Linux CPU lists ([`cpuset`]). Plain
+//! Rust over the snapshot views; no I/O.
 
 pub mod affinity;
+pub mod cpuset;
 pub mod duration;
 pub mod quantity;
 pub mod resources;
