@@ -149,6 +149,7 @@ impl SnapshotBuilder {
             node_annotations: std::mem::take(&mut snapshot.node_annotations),
             node_usage: std::mem::take(&mut snapshot.node_usage),
             pod_usage: std::mem::take(&mut snapshot.pod_usage),
+            node_cpu: std::mem::take(&mut snapshot.node_cpu),
         };
         SnapshotBuilder {
             snapshot: tables,

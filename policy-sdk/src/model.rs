@@ -6,12 +6,13 @@
 //! [`Section`]s, each an rkyv archive; guests read them in place through [`crate::view`], and
 //! pull a section only when they first read it. Nothing here knows about wasmtime, SQL or HTTP.
 //!
-//! Sections (layout 3; layout 2 had sections 0–9): the **core** ([`ArchivedSnapshot`]: strings, nodes, owners, namespaces,
-//! PDBs, priority classes, PVCs and the pods' compact rows, [`ArchivedPod`]) and one **column**
-//! per bulky pod field (names, annotations, node selector, affinity, tolerations, topology spread,
-//! containers, conditions, volumes), indexed by pod id. A policy that never reads a pod's
-//! conditions never receives them: on the reference cluster (150,000 pods) the whole archive is
-//! about 100 MiB, the core about a third of it.
+//! Sections: the **core** ([`ArchivedSnapshot`]: strings, nodes, owners, namespaces, PDBs,
+//! priority classes, PVCs and the pods' compact rows, [`ArchivedPod`]) and one **column** per bulky
+//! pod field (names, annotations, node selector, affinity, tolerations, topology spread,
+//! containers, conditions, volumes), indexed by pod id: layout 2, sections 0–9. Layout 3 adds node
+//! annotations, measured node and pod usage and node CPU topology (sections 10–13). A policy that
+//! never reads a pod's conditions never receives them: on the reference cluster (150,000 pods) the
+//! whole archive is about 100 MiB, the core about a third of it.
 //!
 //! Layout rules (see `docs/abi.md`):
 //! - Strings that repeat (namespaces, label keys and values, images, node names, resource names…)
@@ -68,6 +69,8 @@ pub struct Snapshot {
     pub node_usage: Vec<NodeUsage>,
     /// Measured pod usage, indexed by pod id (layout 3).
     pub pod_usage: Vec<PodUsage>,
+    /// CPU topology and orchestration state, indexed by node id (layout 3).
+    pub node_cpu: Vec<NodeCpuTopology>,
 }
 
 /// Where a usage figure comes from.
@@ -113,6 +116,88 @@ pub struct NodeUsage {
 pub struct PodUsage {
     pub source: UsageSource,
     pub usage: Vec<Quantity>,
+}
+
+/// One logical CPU of a node (koordlet's `node.koordinator.sh/cpu-topology`).
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuInfo {
+    pub id: u32,
+    /// Physical core id (unique node-wide).
+    pub core: u32,
+    pub socket: u32,
+    /// NUMA node id.
+    pub numa: u32,
+}
+
+/// A pod's CPUs pinned by the kubelet static policy (`node.koordinator.sh/pod-cpu-allocs`).
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct PodCpuAlloc {
+    pub namespace: StrId,
+    pub name: StrId,
+    pub uid: StrId,
+    /// The pod's index in the snapshot, [`NONE`] when it is not there.
+    pub pod: u32,
+    /// Ascending CPU ids.
+    pub cpus: Vec<u32>,
+    pub managed_by_kubelet: bool,
+}
+
+/// A shared CPU pool of one NUMA node (`cpu-shared-pools`, `be-cpu-shared-pools`).
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct CpuPool {
+    pub socket: i32,
+    pub numa: i32,
+    pub cpus: Vec<u32>,
+}
+
+/// One resource of a NodeResourceTopology zone, in milli-units.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq)]
+pub struct ZoneResource {
+    pub name: StrId,
+    pub capacity: i64,
+    pub allocatable: i64,
+    pub available: i64,
+}
+
+/// A NodeResourceTopology zone (`zones[]`: `node-<numa id>`, type `Node`).
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct NumaZone {
+    pub name: StrId,
+    /// The NUMA id of a `node-<id>` zone.
+    pub numa: Option<u32>,
+    pub zone_type: StrId,
+    pub resources: Vec<ZoneResource>,
+}
+
+/// A node's CPU topology and CPU orchestration state: its NodeResourceTopology (`zones`,
+/// `topologyPolicies`) and koordlet's annotations on it, parsed. Empty fields mean "not
+/// reported" (or not readable: the cluster's warnings say which).
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct NodeCpuTopology {
+    /// The node has a NodeResourceTopology.
+    pub has_nrt: bool,
+    /// `node.koordinator.sh/cpu-topology`, ascending by id; empty when absent or invalid.
+    pub cpus: Vec<CpuInfo>,
+    /// `kubelet.koordinator.sh/cpu-manager-policy`: `policy` (`static`, `none`; 0: unknown),
+    /// `options` and `reservedCPUs`.
+    pub kubelet_policy: StrId,
+    pub kubelet_options: Vec<KeyValue>,
+    pub kubelet_reserved: Vec<u32>,
+    /// `node.koordinator.sh/pod-cpu-allocs`.
+    pub pod_allocs: Vec<PodCpuAlloc>,
+    /// `node.koordinator.sh/cpu-shared-pools` (the LS pool) and `be-cpu-shared-pools`.
+    pub shared_pools: Vec<CpuPool>,
+    pub be_shared_pools: Vec<CpuPool>,
+    /// `node.koordinator.sh/reservation`: `reservedCPUs` and `applyPolicy` (0: unset).
+    pub node_reserved: Vec<u32>,
+    pub node_reservation_policy: StrId,
+    /// `node.koordinator.sh/system-qos-resource`: `cpuset`, and whether it is exclusive
+    /// (default true).
+    pub system_qos_cpus: Vec<u32>,
+    pub system_qos_exclusive: bool,
+    /// NRT `topologyPolicies`.
+    pub topology_policies: Vec<StrId>,
+    pub zones: Vec<NumaZone>,
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -490,11 +575,13 @@ pub enum Section {
     NodeUsage = 11,
     /// Layout 3: `ArchivedVec<ArchivedPodUsage>`, indexed by pod id.
     PodUsage = 12,
+    /// Layout 3: `ArchivedVec<ArchivedNodeCpuTopology>`, indexed by node id.
+    NodeCpuTopology = 13,
 }
 
 impl Section {
     /// Every section of this layout, in id order.
-    pub const ALL: [Section; 13] = [
+    pub const ALL: [Section; 14] = [
         Section::Core,
         Section::PodNames,
         Section::PodAnnotations,
@@ -508,6 +595,7 @@ impl Section {
         Section::NodeAnnotations,
         Section::NodeUsage,
         Section::PodUsage,
+        Section::NodeCpuTopology,
     ];
 
     /// How many sections a layout has (layout 2: sections 0–9).
@@ -517,7 +605,10 @@ impl Section {
 
     /// Whether the section has one row per node (else per pod; the core has its own shape).
     pub fn per_node(self) -> bool {
-        matches!(self, Section::NodeAnnotations | Section::NodeUsage)
+        matches!(
+            self,
+            Section::NodeAnnotations | Section::NodeUsage | Section::NodeCpuTopology
+        )
     }
 
     pub fn id(self) -> u32 {
@@ -544,6 +635,7 @@ impl Section {
             Section::NodeAnnotations => "node-annotations",
             Section::NodeUsage => "node-usage",
             Section::PodUsage => "pod-usage",
+            Section::NodeCpuTopology => "node-cpu-topology",
         }
     }
 }
@@ -797,6 +889,12 @@ pub fn to_bytes_aligned(
                 &snapshot.pod_usage,
                 pods.len(),
                 &PodUsage::default(),
+                buffer,
+            )?,
+            Section::NodeCpuTopology => rows(
+                &snapshot.node_cpu,
+                snapshot.nodes.len(),
+                &NodeCpuTopology::default(),
                 buffer,
             )?,
         };

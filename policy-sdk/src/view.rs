@@ -13,10 +13,10 @@ use rkyv::vec::ArchivedVec;
 
 use crate::model::{
     ArchivedAffinity, ArchivedContainer, ArchivedKeyValue, ArchivedNamespace, ArchivedNode,
-    ArchivedNodeUsage, ArchivedOwner, ArchivedPod, ArchivedPodCondition, ArchivedPodNames,
-    ArchivedPodPhase, ArchivedPodUsage, ArchivedQosClass, ArchivedSnapshot, ArchivedTaintEffect,
-    ArchivedToleration, ArchivedTopologySpreadConstraint, ArchivedVolume, ContainerKind, NONE,
-    PodPhase, QosClass, Section, StrId, TaintEffect, header,
+    ArchivedNodeCpuTopology, ArchivedNodeUsage, ArchivedOwner, ArchivedPod, ArchivedPodCondition,
+    ArchivedPodNames, ArchivedPodPhase, ArchivedPodUsage, ArchivedQosClass, ArchivedSnapshot,
+    ArchivedTaintEffect, ArchivedToleration, ArchivedTopologySpreadConstraint, ArchivedVolume,
+    ContainerKind, NONE, PodPhase, QosClass, Section, StrId, TaintEffect, header,
 };
 
 /// Where a [`Cluster`]'s columns come from.
@@ -118,6 +118,7 @@ impl<'a> Cluster<'a> {
                 Section::NodeAnnotations => rows::<List<ArchivedKeyValue>>(bytes, *s)?,
                 Section::NodeUsage => rows::<ArchivedNodeUsage>(bytes, *s)?,
                 Section::PodUsage => rows::<ArchivedPodUsage>(bytes, *s)?,
+                Section::NodeCpuTopology => rows::<ArchivedNodeCpuTopology>(bytes, *s)?,
             };
             // The view indexes every column by pod (or node) id.
             let (expected, what) = if s.per_node() {
@@ -359,6 +360,13 @@ impl<'a> NodeRef<'a> {
     #[inline]
     pub fn usage(&self) -> &'a ArchivedNodeUsage {
         &self.cluster.column::<ArchivedNodeUsage>(Section::NodeUsage)[self.id as usize]
+    }
+    /// CPU topology and orchestration state (layout 3: section `node-cpu-topology`).
+    #[inline]
+    pub fn cpu_topology(&self) -> &'a ArchivedNodeCpuTopology {
+        &self
+            .cluster
+            .column::<ArchivedNodeCpuTopology>(Section::NodeCpuTopology)[self.id as usize]
     }
     #[inline]
     pub fn name_id(&self) -> StrId {

@@ -169,7 +169,18 @@ async fn evaluate_and_record(
     snapshot: Arc<rebalancer_cluster::ClusterSnapshot>,
 ) -> Result<FinishedRun, RunFailure> {
     tracing::info!(revision = run.cluster_revision, "run started");
-    let states = load_policy_states(deps, &run).await?;
+    let states = match load_policy_states(deps, &run).await {
+        Ok(states) => states,
+        Err(e) => {
+            // The run is recorded as failed rather than left running.
+            let message = format!("loading the profile's policy state failed: {e}");
+            deps.store
+                .finish_run(run.id, RunEnd::Failed { error: &message })
+                .await?;
+            tracing::warn!("run failed: {message}");
+            return Err(e);
+        }
+    };
     let permit = deps
         .evaluations
         .clone()

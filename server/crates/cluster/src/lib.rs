@@ -43,6 +43,7 @@ mod objects;
 pub mod pdb;
 pub mod scheduling;
 mod snapshot;
+mod topology;
 mod usage;
 mod utilization;
 mod wire;
@@ -249,6 +250,9 @@ pub enum WarningCode {
     InvalidUsage,
     /// A metric for a node or pod the snapshot does not hold; it is ignored.
     UsageWithoutObject,
+    /// A NodeResourceTopology, or one of koordlet's CPU annotations on it, that cannot be read
+    /// (or an NRT of a node the snapshot does not hold); that part is ignored.
+    InvalidTopology,
 }
 
 /// Something odd but legitimate in an ingested document.

@@ -19,7 +19,8 @@ use super::archive::SharedArchive;
 use super::convert::{self, Ctx, FieldError};
 use super::objects::{Entry, JsonStore, Kind, ObjectSet, PackedJson, Span, qualified};
 use super::{
-    IngestError, IngestWarning, ObjectKind, WarningCode, jsonpath, sample_list, usage, wire,
+    IngestError, IngestWarning, ObjectKind, WarningCode, jsonpath, sample_list, topology, usage,
+    wire,
 };
 
 /// One cluster at one revision: the archive guests read, plus per-row access to full objects.
@@ -329,7 +330,8 @@ pub fn build_snapshot(
             .map_err(|e| invalid(entry, e))?;
         spans[kind.table()].push(entry.span);
     }
-    let usage_warnings = usage::attach(&mut ctx, objects);
+    let mut usage_warnings = usage::attach(&mut ctx, objects);
+    usage_warnings.extend(topology::attach(&mut ctx, objects));
     let Ctx {
         builder,
         missing_creation,
@@ -592,6 +594,7 @@ impl LiveRows {
             ));
         }
         left_out_warnings.extend(usage_warnings);
+        left_out_warnings.extend(topology::attach(&mut ctx, objects));
         let missing_creation = std::mem::take(&mut ctx.missing_creation);
         self.builder = ctx.builder;
         // The previous tables are spent (their reused rows were moved out).
@@ -616,6 +619,7 @@ impl LiveRows {
         // Usage is read afresh by every build.
         model.node_usage = Vec::new();
         model.pod_usage = Vec::new();
+        model.node_cpu = Vec::new();
         if model.pods.len() >= FREE_ASIDE_MIN_PODS {
             let _ = std::thread::Builder::new()
                 .name("snapshot-free".into())

@@ -1231,10 +1231,15 @@ fn shared_set(items: &[serde_json::Value]) -> (Vec<SharedObject>, ObjectSet) {
             let kind = v["kind"].as_str().unwrap();
             let kind = ObjectKind::from_kind(kind).map_or_else(
                 || {
-                    ["NodeMetric", "NodeMetrics", "PodMetrics"]
-                        .into_iter()
-                        .find(|k| *k == kind)
-                        .unwrap()
+                    [
+                        "NodeMetric",
+                        "NodeMetrics",
+                        "PodMetrics",
+                        "NodeResourceTopology",
+                    ]
+                    .into_iter()
+                    .find(|k| *k == kind)
+                    .unwrap()
                 },
                 ObjectKind::as_str,
             );
@@ -1663,4 +1668,154 @@ fn layout_3_sections_leave_sections_0_to_9_as_layout_2_wrote_them() {
         view.node(0).usage().source,
         model::ArchivedUsageSource::None
     );
+}
+
+#[test]
+fn cpu_topology_comes_from_the_nrt_and_its_annotations_and_bad_parts_are_located_warnings() {
+    use crate::fixtures::{node, pod};
+    use serde_json::json;
+    // 2 sockets, one NUMA node each, 4 cores per socket, SMT 2: CPU i is on core i % 8.
+    let detail: Vec<serde_json::Value> = (0..16)
+        .map(|i| json!({"id": i, "core": i % 8, "socket": (i % 8) / 4, "node": (i % 8) / 4}))
+        .collect();
+    let mut n2 = node("n2", "16", "64Gi");
+    n2["metadata"]["annotations"] = json!({
+        "node.koordinator.sh/reservation": "{\"reservedCPUs\":\"0\",\"applyPolicy\":\"ReservedCPUsOnly\"}"
+    });
+    let items = vec![
+        node("n1", "16", "64Gi"),
+        n2,
+        pod("db", "pg-0", Some("n1"), "4", "8Gi", None),
+        json!({
+            "apiVersion": "topology.node.k8s.io/v1alpha1", "kind": "NodeResourceTopology",
+            "metadata": {"name": "n1", "annotations": {
+                "node.koordinator.sh/cpu-topology": json!({"detail": detail}).to_string(),
+                "kubelet.koordinator.sh/cpu-manager-policy":
+                    "{\"policy\":\"static\",\"options\":{\"full-pcpus-only\":\"true\"},\"reservedCPUs\":\"0-1\"}",
+                "node.koordinator.sh/pod-cpu-allocs":
+                    "[{\"namespace\":\"db\",\"name\":\"pg-0\",\"uid\":\"u1\",\"cpuset\":\"2-3,10-11\",\"managedByKubelet\":true},{\"namespace\":\"db\",\"name\":\"gone\",\"uid\":\"u2\",\"cpuset\":\"4\",\"managedByKubelet\":true}]",
+                "node.koordinator.sh/cpu-shared-pools":
+                    "[{\"socket\":0,\"node\":0,\"cpuset\":\"4-7\"},{\"socket\":1,\"node\":1,\"cpuset\":\"12-15\"}]",
+                "node.koordinator.sh/be-cpu-shared-pools": "[{\"socket\":0,\"node\":0,\"cpuset\":\"2-7\"}]",
+                "node.koordinator.sh/system-qos-resource": "{\"cpuset\":\"8\"}"
+            }},
+            "topologyPolicies": ["SingleNUMANodePodLevel"],
+            "zones": [
+                {"name": "node-0", "type": "Node",
+                 "resources": [{"name": "cpu", "capacity": "8", "allocatable": "7", "available": "3"}]},
+                {"name": "node-1", "type": "Node",
+                 "resources": [{"name": "cpu", "capacity": "8", "allocatable": "8", "available": "8"}]}
+            ]
+        }),
+        json!({
+            "apiVersion": "topology.node.k8s.io/v1alpha1", "kind": "NodeResourceTopology",
+            "metadata": {"name": "n2", "annotations": {
+                "node.koordinator.sh/cpu-topology": "{\"detail\": \"all of them\"}",
+                "node.koordinator.sh/cpu-shared-pools": "[{\"socket\":0,\"node\":0,\"cpuset\":\"3-1\"}]"
+            }}
+        }),
+        json!({
+            "apiVersion": "topology.node.k8s.io/v1alpha1", "kind": "NodeResourceTopology",
+            "metadata": {"name": "n9"}
+        }),
+    ];
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let set = parse_list(list.to_string().as_bytes(), Format::Json).unwrap();
+    let snap = build_snapshot(&set, 1, 0).unwrap();
+    let c = snap.cluster();
+    let n1 = c.node(0).cpu_topology();
+    assert!(n1.has_nrt);
+    assert_eq!(n1.cpus.len(), 16);
+    let cpu9 = &n1.cpus[9];
+    assert_eq!(
+        (
+            cpu9.id.to_native(),
+            cpu9.core.to_native(),
+            cpu9.socket.to_native(),
+            cpu9.numa.to_native()
+        ),
+        (9, 1, 0, 0)
+    );
+    assert_eq!(c.str(n1.kubelet_policy.to_native()), "static");
+    let reserved: Vec<u32> = n1.kubelet_reserved.iter().map(|c| c.to_native()).collect();
+    assert_eq!(reserved, [0, 1]);
+    let option = &n1.kubelet_options[0];
+    assert_eq!(
+        (
+            c.str(option.key.to_native()),
+            c.str(option.value.to_native())
+        ),
+        ("full-pcpus-only", "true")
+    );
+    assert_eq!(n1.pod_allocs.len(), 2);
+    let pg = &n1.pod_allocs[0];
+    let cpus: Vec<u32> = pg.cpus.iter().map(|c| c.to_native()).collect();
+    assert_eq!(cpus, [2, 3, 10, 11]);
+    assert_eq!(c.pod(pg.pod.to_native()).name(), "pg-0");
+    assert!(pg.managed_by_kubelet);
+    assert_eq!(
+        n1.pod_allocs[1].pod.to_native(),
+        rebalancer_policy_sdk::model::NONE,
+        "a pod not in the snapshot"
+    );
+    assert_eq!(n1.shared_pools.len(), 2);
+    assert_eq!(n1.shared_pools[1].numa.to_native(), 1);
+    assert_eq!(n1.be_shared_pools[0].cpus.len(), 6);
+    let qos: Vec<u32> = n1.system_qos_cpus.iter().map(|c| c.to_native()).collect();
+    assert_eq!(qos, [8]);
+    assert!(n1.system_qos_exclusive, "exclusive unless said otherwise");
+    assert_eq!(
+        c.str(n1.topology_policies[0].to_native()),
+        "SingleNUMANodePodLevel"
+    );
+    assert_eq!(n1.zones.len(), 2);
+    assert_eq!(n1.zones[1].numa.as_ref().map(|n| n.to_native()), Some(1));
+    assert_eq!(n1.zones[0].resources[0].available.to_native(), 3_000);
+
+    // n2: its NRT's annotations are unreadable; its Node's reservation is used.
+    let n2 = c.node(1).cpu_topology();
+    assert!(n2.has_nrt && n2.cpus.is_empty() && n2.shared_pools.is_empty());
+    let reserved: Vec<u32> = n2.node_reserved.iter().map(|c| c.to_native()).collect();
+    assert_eq!(reserved, [0]);
+    assert_eq!(
+        c.str(n2.node_reservation_policy.to_native()),
+        "ReservedCPUsOnly"
+    );
+
+    let warning = snap
+        .warnings
+        .iter()
+        .find(|w| w.code == WarningCode::InvalidTopology)
+        .unwrap_or_else(|| panic!("{:?}", snap.warnings));
+    assert_eq!(warning.count, 3, "{}", warning.message);
+    for part in [
+        "NodeResourceTopology n2: annotation node.koordinator.sh/cpu-topology",
+        "NodeResourceTopology n2: annotation node.koordinator.sh/cpu-shared-pools: [0].cpuset: invalid range",
+        "(3 > 1)",
+        "NodeResourceTopology n9: no such node",
+    ] {
+        assert!(
+            warning.message.contains(part),
+            "{part} in {}",
+            warning.message
+        );
+    }
+    assert!(
+        !snap
+            .warnings
+            .iter()
+            .any(|w| w.code == WarningCode::UnknownKind)
+    );
+
+    // A live build reads the same topology.
+    let (_, live_set) = shared_set(&items);
+    let full = build_snapshot(&live_set, 2, 0).unwrap();
+    let incremental = LiveRows::default().build(&live_set, 2, 0).unwrap();
+    for n in 0..2 {
+        assert_eq!(
+            full.cluster().node(n).cpu_topology().cpus.len(),
+            incremental.cluster().node(n).cpu_topology().cpus.len()
+        );
+    }
+    assert_eq!(full.warnings, incremental.warnings);
 }

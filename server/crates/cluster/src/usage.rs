@@ -34,8 +34,16 @@ const KINDS: [(&str, &str); 3] = [
     ("PodMetrics", "metrics.k8s.io"),
 ];
 
-/// Whether `kind` of `api_version` is read here (so it is not reported as an unknown kind).
+/// Whether `kind` of `api_version` is read here or by [`super::topology`] (so it is not
+/// reported as an unknown kind).
 pub(crate) fn is_usage_kind(kind: &str, api_version: &str) -> bool {
+    let group = api_version.split_once('/').map_or("", |(g, _)| g);
+    is_metric_kind(kind, api_version)
+        || (kind == super::topology::KIND && group == super::topology::GROUP)
+}
+
+/// Whether `kind` of `api_version` is one of the usage kinds this module reads.
+fn is_metric_kind(kind: &str, api_version: &str) -> bool {
     let group = api_version.split_once('/').map_or("", |(g, _)| g);
     KINDS.iter().any(|&(k, g)| k == kind && g == group)
 }
@@ -200,7 +208,7 @@ pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet) -> Vec<IngestWarning> {
         .entries
         .iter()
         .filter(|e| {
-            matches!(&e.kind, Kind::Other(_)) && is_usage_kind(e.kind.as_str(), &e.api_version)
+            matches!(&e.kind, Kind::Other(_)) && is_metric_kind(e.kind.as_str(), &e.api_version)
         })
         .collect();
     // NodeMetrics first, so that a NodeMetric of the same node replaces it; PodMetrics after
