@@ -22,6 +22,7 @@ use serde::Deserialize;
 
 use super::convert::Ctx;
 use super::objects::{Kind, ObjectSet};
+use super::usage::PodsByName;
 use super::wire::{Qty, StrMap};
 use super::{IngestWarning, WarningCode, sample_list};
 
@@ -156,7 +157,7 @@ pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet) -> Vec<IngestWarning> {
         .enumerate()
         .map(|(i, n)| (ctx.builder.str(n.name).to_owned(), i))
         .collect();
-    let mut pods: Option<HashMap<(StrId, String), u32>> = None;
+    let mut pods = PodsByName::default();
 
     for entry in objects.entries.iter().filter(|e| {
         matches!(&e.kind, Kind::Other(k) if &**k == KIND)
@@ -290,7 +291,7 @@ fn cpus(text: &str, field: &str) -> Result<Vec<u32>, String> {
 /// koordlet's annotations, read through `get` (the NRT's annotations).
 fn read_annotations<'a>(
     ctx: &mut Ctx,
-    pods: &mut Option<HashMap<(StrId, String), u32>>,
+    pods: &mut PodsByName,
     t: &mut NodeCpuTopology,
     get: &dyn Fn(&str) -> Option<&'a str>,
     what: &str,
@@ -350,7 +351,9 @@ fn read_annotations<'a>(
                 for (i, a) in list.into_iter().flatten().enumerate() {
                     match cpus(&a.cpuset, &format!("[{i}].cpuset")) {
                         Ok(set) => {
-                            let pod = find_pod(ctx, pods, &a.namespace, &a.name);
+                            let pod = pods
+                                .find(ctx, &a.namespace, &a.name)
+                                .map_or(NONE, |i| i as u32);
                             t.pod_allocs.push(PodCpuAlloc {
                                 namespace: ctx.builder.intern(&a.namespace),
                                 name: ctx.builder.intern(&a.name),
@@ -436,25 +439,4 @@ fn system_qos_annotation(
         }
         Err(e) => problems.push(format!("{what}: annotation {SYSTEM_QOS_RESOURCE}: {e}")),
     }
-}
-
-fn find_pod(
-    ctx: &Ctx,
-    pods: &mut Option<HashMap<(StrId, String), u32>>,
-    namespace: &str,
-    name: &str,
-) -> u32 {
-    let Some(ns) = ctx.builder.lookup(namespace) else {
-        return NONE;
-    };
-    let index = pods.get_or_insert_with(|| {
-        ctx.builder
-            .snapshot()
-            .pods
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ((p.namespace, p.name.clone()), i as u32))
-            .collect()
-    });
-    index.get(&(ns, name.to_owned())).copied().unwrap_or(NONE)
 }

@@ -173,8 +173,7 @@ pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet) -> Vec<IngestWarning> {
         .enumerate()
         .map(|(i, n)| (ctx.builder.str(n.name).to_owned(), i))
         .collect();
-    // Pods by (namespace id, name); built only when some object names pods.
-    let mut pods: Option<HashMap<(StrId, String), usize>> = None;
+    let mut pods = PodsByName::default();
     let raw_key = ctx.builder.lookup(RAW_ALLOCATABLE);
 
     // Raw allocatable, from the nodes' annotations.
@@ -345,29 +344,26 @@ fn add(a: &mut Vec<Quantity>, b: &[Quantity]) {
     }
 }
 
-fn pod_index<'p>(
-    ctx: &Ctx,
-    pods: &'p mut Option<HashMap<(StrId, String), usize>>,
-) -> &'p HashMap<(StrId, String), usize> {
-    pods.get_or_insert_with(|| {
-        ctx.builder
-            .snapshot()
-            .pods
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ((p.namespace, p.name.clone()), i))
-            .collect()
-    })
-}
+/// Pods by namespace and name, built on first use: NodeMetric's `podsMetric`, PodMetrics and
+/// koordlet's `pod-cpu-allocs` name pods that way (the first carries no uid).
+#[derive(Default)]
+pub(crate) struct PodsByName(Option<HashMap<(StrId, String), usize>>);
 
-fn find_pod(
-    ctx: &Ctx,
-    pods: &mut Option<HashMap<(StrId, String), usize>>,
-    namespace: &str,
-    name: &str,
-) -> Option<usize> {
-    let ns = ctx.builder.lookup(namespace)?;
-    pod_index(ctx, pods).get(&(ns, name.to_owned())).copied()
+impl PodsByName {
+    /// The index of pod `namespace/name` in the tables being built in `ctx`.
+    pub(crate) fn find(&mut self, ctx: &Ctx, namespace: &str, name: &str) -> Option<usize> {
+        let ns = ctx.builder.lookup(namespace)?;
+        let index = self.0.get_or_insert_with(|| {
+            ctx.builder
+                .snapshot()
+                .pods
+                .iter()
+                .enumerate()
+                .map(|(i, p)| ((p.namespace, p.name.clone()), i))
+                .collect()
+        });
+        index.get(&(ns, name.to_owned())).copied()
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -375,7 +371,7 @@ fn node_metric(
     ctx: &mut Ctx,
     m: &NodeMetric<'_>,
     nodes: &HashMap<String, usize>,
-    pods: &mut Option<HashMap<(StrId, String), usize>>,
+    pods: &mut PodsByName,
     node_usage: &mut [NodeUsage],
     pod_usage: &mut [PodUsage],
     what: &str,
@@ -418,7 +414,7 @@ fn node_metric(
             p.namespace.as_deref().unwrap_or(""),
             p.name.as_deref().unwrap_or(""),
         );
-        match find_pod(ctx, pods, ns, pod) {
+        match pods.find(ctx, ns, pod) {
             Some(index) => entries.push((index, usage)),
             None => add(&mut gone, &usage),
         }
@@ -482,7 +478,7 @@ fn node_metrics(
 fn pod_metrics(
     ctx: &mut Ctx,
     m: &PodMetrics<'_>,
-    pods: &mut Option<HashMap<(StrId, String), usize>>,
+    pods: &mut PodsByName,
     pod_usage: &mut [PodUsage],
     what: &str,
     problems: &mut Problems,
@@ -497,7 +493,7 @@ fn pod_metrics(
         m.metadata.namespace.as_deref().unwrap_or(""),
         m.metadata.name.as_deref().unwrap_or(""),
     );
-    let Some(index) = find_pod(ctx, pods, ns, name) else {
+    let Some(index) = pods.find(ctx, ns, name) else {
         problems.orphans.push(format!("{what} (no such pod)"));
         return Ok(());
     };
