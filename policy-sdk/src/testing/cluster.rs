@@ -209,10 +209,12 @@ impl TestCluster {
                 gone_pods: quantities(&mut b, &n.gone_pods_usage, &what),
                 raw_allocatable: quantities(&mut b, &n.raw_allocatable, &what),
             };
+            let cpu = cpu_topology(&mut b, &n.cpu, &self.pods, &what);
             let t = b.snapshot_mut();
             t.nodes.push(node);
             t.node_annotations.push(annotations);
             t.node_usage.push(usage);
+            t.node_cpu.push(cpu);
         }
 
         for p in &self.pods {
@@ -467,4 +469,82 @@ fn quantities(b: &mut SnapshotBuilder, list: &[(String, String)], what: &str) ->
                 .unwrap_or_else(|e| panic!("{what}: usage {res}={q:?}: {e}")),
         })
         .collect()
+}
+
+/// A test node's CPU topology rows; pinned pods resolve to their index among `pods`.
+fn cpu_topology(
+    b: &mut SnapshotBuilder,
+    t: &super::node::TestCpuTopology,
+    pods: &[TestPod],
+    what: &str,
+) -> model::NodeCpuTopology {
+    let list = |text: &str| {
+        crate::k8s::cpuset::parse_cpu_list(text)
+            .unwrap_or_else(|e| panic!("{what}: CPU list {text:?}: {e}"))
+    };
+    let pools = |pools: &[(i32, i32, String)]| -> Vec<model::CpuPool> {
+        pools
+            .iter()
+            .map(|(socket, numa, cpus)| model::CpuPool {
+                socket: *socket,
+                numa: *numa,
+                cpus: list(cpus),
+            })
+            .collect()
+    };
+    let (policy, reserved) = t.kubelet_policy.clone().unwrap_or_default();
+    let (node_reserved, apply) = t.node_reserved.clone().unwrap_or_default();
+    let (qos, qos_exclusive) = t.system_qos.clone().unwrap_or((String::new(), true));
+    model::NodeCpuTopology {
+        has_nrt: t.has_nrt,
+        cpus: t
+            .cpus
+            .iter()
+            .map(|&(id, core, socket, numa)| model::CpuInfo {
+                id,
+                core,
+                socket,
+                numa,
+            })
+            .collect(),
+        kubelet_policy: if policy.is_empty() {
+            0
+        } else {
+            b.intern(&policy)
+        },
+        kubelet_options: kvs(b, &t.kubelet_options),
+        kubelet_reserved: list(&reserved),
+        pod_allocs: t
+            .pod_allocs
+            .iter()
+            .map(|(ns, name, cpus)| {
+                let index = pods
+                    .iter()
+                    .position(|p| &p.namespace == ns && &p.name == name);
+                let uid = index
+                    .and_then(|i| pods[i].uid.clone())
+                    .unwrap_or_else(|| format!("uid-pod-{ns}-{name}"));
+                model::PodCpuAlloc {
+                    namespace: b.intern(ns),
+                    name: b.intern(name),
+                    uid: b.intern(&uid),
+                    pod: index.map_or(model::NONE, |i| i as u32),
+                    cpus: list(cpus),
+                    managed_by_kubelet: true,
+                }
+            })
+            .collect(),
+        shared_pools: pools(&t.shared_pools),
+        be_shared_pools: pools(&t.be_shared_pools),
+        node_reserved: list(&node_reserved),
+        node_reservation_policy: if apply.is_empty() {
+            0
+        } else {
+            b.intern(&apply)
+        },
+        system_qos_cpus: list(&qos),
+        system_qos_exclusive: qos_exclusive,
+        topology_policies: t.topology_policies.iter().map(|p| b.intern(p)).collect(),
+        zones: Vec::new(),
+    }
 }

@@ -24,6 +24,26 @@ pub struct TestNode {
     pub(super) usage_source: UsageSource,
     pub(super) usage_age_ms: Option<i64>,
     pub(super) usage_window_ms: Option<i64>,
+    pub(super) cpu: TestCpuTopology,
+}
+
+/// A node's CPU topology and koordlet's CPU annotations, as [`TestNode`]'s CPU builders set
+/// them (CPU lists as text, parsed when the snapshot is built).
+#[derive(Debug, Clone, Default)]
+pub(super) struct TestCpuTopology {
+    pub(super) has_nrt: bool,
+    /// (id, core, socket, NUMA node).
+    pub(super) cpus: Vec<(u32, u32, u32, u32)>,
+    pub(super) kubelet_policy: Option<(String, String)>,
+    pub(super) kubelet_options: Vec<(String, String)>,
+    /// (namespace, name, CPU list).
+    pub(super) pod_allocs: Vec<(String, String, String)>,
+    /// (socket, NUMA node, CPU list).
+    pub(super) shared_pools: Vec<(i32, i32, String)>,
+    pub(super) be_shared_pools: Vec<(i32, i32, String)>,
+    pub(super) node_reserved: Option<(String, String)>,
+    pub(super) system_qos: Option<(String, bool)>,
+    pub(super) topology_policies: Vec<String>,
 }
 
 impl TestNode {
@@ -47,6 +67,7 @@ impl TestNode {
             usage_source: UsageSource::None,
             usage_age_ms: Some(0),
             usage_window_ms: None,
+            cpu: TestCpuTopology::default(),
         }
     }
 
@@ -141,6 +162,89 @@ impl TestNode {
     /// The window the usage averages over.
     pub fn usage_window_ms(mut self, window: Option<i64>) -> Self {
         self.usage_window_ms = window;
+        self
+    }
+
+    /// A NodeResourceTopology with `sockets` × `numa_per_socket` NUMA nodes of
+    /// `cores_per_numa` physical cores with `threads_per_core` threads, numbered as Linux does
+    /// on most x86 machines: core `c`'s threads are CPUs `c`, `c + cores`, `c + 2 × cores`…
+    /// (so with SMT 2 on 8 cores, CPUs 0 and 8 are siblings).
+    pub fn cpus(
+        mut self,
+        sockets: u32,
+        numa_per_socket: u32,
+        cores_per_numa: u32,
+        threads_per_core: u32,
+    ) -> Self {
+        let cores = sockets * numa_per_socket * cores_per_numa;
+        self.cpu.has_nrt = true;
+        self.cpu.cpus = (0..threads_per_core)
+            .flat_map(|t| {
+                (0..cores).map(move |c| {
+                    let numa = c / cores_per_numa;
+                    (t * cores + c, c, numa / numa_per_socket, numa)
+                })
+            })
+            .collect();
+        self.cpu.cpus.sort_unstable();
+        self
+    }
+
+    /// `kubelet.koordinator.sh/cpu-manager-policy`: `policy` (`static`, `none`) and its reserved
+    /// CPUs (a CPU list).
+    pub fn kubelet_cpu_policy(mut self, policy: &str, reserved: &str) -> Self {
+        self.cpu.has_nrt = true;
+        self.cpu.kubelet_policy = Some((policy.to_owned(), reserved.to_owned()));
+        self
+    }
+
+    /// A kubelet CPU manager option (`full-pcpus-only`, `"true"`).
+    pub fn kubelet_cpu_option(mut self, key: &str, value: &str) -> Self {
+        set_pair(&mut self.cpu.kubelet_options, key, value);
+        self
+    }
+
+    /// `pod-cpu-allocs`: CPUs the kubelet static policy pinned for pod `namespace/name`.
+    pub fn kubelet_pinned(mut self, namespace: &str, name: &str, cpus: &str) -> Self {
+        self.cpu.has_nrt = true;
+        self.cpu
+            .pod_allocs
+            .push((namespace.to_owned(), name.to_owned(), cpus.to_owned()));
+        self
+    }
+
+    /// `cpu-shared-pools`: the LS pool of one NUMA node.
+    pub fn shared_pool(mut self, socket: i32, numa: i32, cpus: &str) -> Self {
+        self.cpu.has_nrt = true;
+        self.cpu.shared_pools.push((socket, numa, cpus.to_owned()));
+        self
+    }
+
+    /// `be-cpu-shared-pools`: the BE pool of one NUMA node.
+    pub fn be_shared_pool(mut self, socket: i32, numa: i32, cpus: &str) -> Self {
+        self.cpu.has_nrt = true;
+        self.cpu
+            .be_shared_pools
+            .push((socket, numa, cpus.to_owned()));
+        self
+    }
+
+    /// `node.koordinator.sh/reservation`: reserved CPUs and the apply policy.
+    pub fn reserved_cpus(mut self, cpus: &str, apply_policy: &str) -> Self {
+        self.cpu.node_reserved = Some((cpus.to_owned(), apply_policy.to_owned()));
+        self
+    }
+
+    /// `node.koordinator.sh/system-qos-resource`: the system-QoS cpuset.
+    pub fn system_qos_cpus(mut self, cpus: &str, exclusive: bool) -> Self {
+        self.cpu.system_qos = Some((cpus.to_owned(), exclusive));
+        self
+    }
+
+    /// A NodeResourceTopology `topologyPolicies` entry (`SingleNUMANodePodLevel`).
+    pub fn topology_policy(mut self, policy: &str) -> Self {
+        self.cpu.has_nrt = true;
+        self.cpu.topology_policies.push(policy.to_owned());
         self
     }
 }

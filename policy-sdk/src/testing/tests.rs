@@ -441,3 +441,51 @@ fn state_is_kept_across_simulated_runs_and_only_a_successful_run_commits_it() {
     );
     assert_eq!(small.get("runs"), Some(&b"1"[..]));
 }
+
+#[test]
+fn test_nodes_carry_a_cpu_topology_and_koordlets_cpu_annotations() {
+    let session = TestCluster::new()
+        .node(
+            TestNode::new("big")
+                .cpus(2, 1, 4, 2)
+                .kubelet_cpu_policy("static", "0,8")
+                .kubelet_cpu_option("full-pcpus-only", "true")
+                .kubelet_pinned("db", "pg-0", "1-2,9-10")
+                .shared_pool(0, 0, "3,11")
+                .be_shared_pool(1, 1, "4-7,12-15")
+                .reserved_cpus("0", "ReservedCPUsOnly")
+                .system_qos_cpus("8", false)
+                .topology_policy("SingleNUMANodePodLevel"),
+        )
+        .node(TestNode::new("plain"))
+        .pod(TestPod::new("db", "pg-0").on_node("big"))
+        .session();
+    let c = session.cluster();
+    let t = c.node(0).cpu_topology();
+    assert!(t.has_nrt);
+    // 2 sockets × 4 cores × SMT 2: CPU 9 is core 1's second thread, on socket 0.
+    assert_eq!(t.cpus.len(), 16);
+    let cpu = &t.cpus[9];
+    assert_eq!(
+        (
+            cpu.core.to_native(),
+            cpu.socket.to_native(),
+            cpu.numa.to_native()
+        ),
+        (1, 0, 0)
+    );
+    assert_eq!(t.cpus[12].socket.to_native(), 1);
+    assert_eq!(c.str(t.kubelet_policy.to_native()), "static");
+    assert_eq!(t.kubelet_reserved.len(), 2);
+    let pinned = &t.pod_allocs[0];
+    assert_eq!(c.pod(pinned.pod.to_native()).name(), "pg-0");
+    assert_eq!(c.str(pinned.uid.to_native()), c.pod(0).uid());
+    assert_eq!(pinned.cpus.len(), 4);
+    assert_eq!(t.be_shared_pools[0].cpus.len(), 8);
+    assert!(!t.system_qos_exclusive);
+    assert_eq!(
+        c.str(t.node_reservation_policy.to_native()),
+        "ReservedCPUsOnly"
+    );
+    assert!(!c.node(1).cpu_topology().has_nrt);
+}
