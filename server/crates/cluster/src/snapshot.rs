@@ -330,8 +330,9 @@ pub fn build_snapshot(
             .map_err(|e| invalid(entry, e))?;
         spans[kind.table()].push(entry.span);
     }
-    let mut usage_warnings = usage::attach(&mut ctx, objects);
-    usage_warnings.extend(topology::attach(&mut ctx, objects));
+    let mut joins = usage::Joins::default();
+    let mut usage_warnings = usage::attach(&mut ctx, objects, &mut joins);
+    usage_warnings.extend(topology::attach(&mut ctx, objects, &mut joins));
     let Ctx {
         builder,
         missing_creation,
@@ -585,7 +586,8 @@ impl LiveRows {
             }
             spans[kind.table()].push(entry.span);
         }
-        let usage_warnings = usage::attach(&mut ctx, objects);
+        let mut joins = usage::Joins::default();
+        let usage_warnings = usage::attach(&mut ctx, objects, &mut joins);
         for problem in left_out {
             left_out_warnings.push(IngestWarning::new(
                 WarningCode::InvalidObject,
@@ -594,7 +596,7 @@ impl LiveRows {
             ));
         }
         left_out_warnings.extend(usage_warnings);
-        left_out_warnings.extend(topology::attach(&mut ctx, objects));
+        left_out_warnings.extend(topology::attach(&mut ctx, objects, &mut joins));
         let missing_creation = std::mem::take(&mut ctx.missing_creation);
         self.builder = ctx.builder;
         // The previous tables are spent (their reused rows were moved out).

@@ -22,8 +22,8 @@ use serde::Deserialize;
 
 use super::convert::Ctx;
 use super::objects::{Kind, ObjectSet};
-use super::usage::PodsByName;
-use super::wire::{Qty, StrMap};
+use super::usage::Joins;
+use super::wire::{ObjectMeta, Qty};
 use super::{IngestWarning, WarningCode, sample_list};
 
 pub const CPU_TOPOLOGY: &str = "node.koordinator.sh/cpu-topology";
@@ -41,19 +41,11 @@ pub(crate) const GROUP: &str = "topology.node.k8s.io";
 #[serde(rename_all = "camelCase")]
 struct Nrt<'a> {
     #[serde(borrow, default)]
-    metadata: NrtMeta<'a>,
+    metadata: ObjectMeta<'a>,
     #[serde(default)]
     topology_policies: Option<Vec<String>>,
     #[serde(borrow, default)]
     zones: Option<Vec<Zone<'a>>>,
-}
-
-#[derive(Deserialize, Default)]
-struct NrtMeta<'a> {
-    #[serde(borrow)]
-    name: Option<super::wire::Str<'a>>,
-    #[serde(borrow)]
-    annotations: Option<StrMap<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -146,18 +138,11 @@ struct SystemQosJson {
 
 /// Fill the node CPU topology table of the snapshot being built in `ctx` (its node and pod rows
 /// are complete) from the NodeResourceTopology objects of `objects` and the nodes' annotations.
-pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet) -> Vec<IngestWarning> {
+pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet, joins: &mut Joins) -> Vec<IngestWarning> {
     let mut problems: Vec<String> = Vec::new();
     let tables = ctx.builder.snapshot();
     let node_count = tables.nodes.len();
     let mut topology = vec![NodeCpuTopology::default(); node_count];
-    let nodes: HashMap<String, usize> = tables
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (ctx.builder.str(n.name).to_owned(), i))
-        .collect();
-    let mut pods = PodsByName::default();
 
     for entry in objects.entries.iter().filter(|e| {
         matches!(&e.kind, Kind::Other(k) if &**k == KIND)
@@ -171,8 +156,8 @@ pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet) -> Vec<IngestWarning> {
                 continue;
             }
         };
-        let name = nrt.metadata.name.as_deref().unwrap_or("");
-        let Some(&node) = nodes.get(name) else {
+        let name = &*entry.name;
+        let Some(node) = joins.node(ctx, name) else {
             problems.push(format!("NodeResourceTopology {name}: no such node"));
             continue;
         };
@@ -199,7 +184,7 @@ pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet) -> Vec<IngestWarning> {
             .unwrap_or_default();
         read_annotations(
             ctx,
-            &mut pods,
+            joins,
             t,
             &|key| annotations.get(key).copied(),
             &what,
@@ -291,7 +276,7 @@ fn cpus(text: &str, field: &str) -> Result<Vec<u32>, String> {
 /// koordlet's annotations, read through `get` (the NRT's annotations).
 fn read_annotations<'a>(
     ctx: &mut Ctx,
-    pods: &mut PodsByName,
+    joins: &mut Joins,
     t: &mut NodeCpuTopology,
     get: &dyn Fn(&str) -> Option<&'a str>,
     what: &str,
@@ -351,8 +336,8 @@ fn read_annotations<'a>(
                 for (i, a) in list.into_iter().flatten().enumerate() {
                     match cpus(&a.cpuset, &format!("[{i}].cpuset")) {
                         Ok(set) => {
-                            let pod = pods
-                                .find(ctx, &a.namespace, &a.name)
+                            let pod = joins
+                                .pod(ctx, &a.namespace, &a.name)
                                 .map_or(NONE, |i| i as u32);
                             t.pod_allocs.push(PodCpuAlloc {
                                 namespace: ctx.builder.intern(&a.namespace),

@@ -50,19 +50,16 @@ fn is_metric_kind(kind: &str, api_version: &str) -> bool {
 
 // ----------------------------------------------------------------------------------- the wire
 
-#[derive(Deserialize, Default)]
-struct Meta<'a> {
-    #[serde(borrow)]
-    name: Option<Str<'a>>,
-    #[serde(borrow)]
-    namespace: Option<Str<'a>>,
+/// The object being read: its identity (from the object set) and how warnings name it.
+struct Named<'e> {
+    namespace: &'e str,
+    name: &'e str,
+    what: String,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct NodeMetric<'a> {
-    #[serde(borrow, default)]
-    metadata: Meta<'a>,
     #[serde(default)]
     spec: Option<NodeMetricSpec>,
     #[serde(borrow)]
@@ -121,8 +118,6 @@ struct PodMetricInfo<'a> {
 /// metrics.k8s.io NodeMetrics.
 #[derive(Deserialize)]
 struct NodeMetrics<'a> {
-    #[serde(borrow, default)]
-    metadata: Meta<'a>,
     #[serde(borrow)]
     timestamp: Option<Str<'a>>,
     #[serde(borrow)]
@@ -134,8 +129,6 @@ struct NodeMetrics<'a> {
 /// metrics.k8s.io PodMetrics.
 #[derive(Deserialize)]
 struct PodMetrics<'a> {
-    #[serde(borrow, default)]
-    metadata: Meta<'a>,
     #[serde(borrow)]
     timestamp: Option<Str<'a>>,
     #[serde(borrow)]
@@ -159,7 +152,7 @@ struct Problems {
 
 /// Fill the node and pod usage tables of the snapshot being built in `ctx` (its node and pod
 /// rows are complete) from the usage objects of `objects`; the warnings of what was left out.
-pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet) -> Vec<IngestWarning> {
+pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet, joins: &mut Joins) -> Vec<IngestWarning> {
     let mut problems = Problems::default();
     let tables = ctx.builder.snapshot();
     let node_count = tables.nodes.len();
@@ -167,13 +160,6 @@ pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet) -> Vec<IngestWarning> {
     let mut node_usage = vec![NodeUsage::default(); node_count];
     let mut pod_usage = vec![PodUsage::default(); pod_count];
 
-    let nodes: HashMap<String, usize> = tables
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (ctx.builder.str(n.name).to_owned(), i))
-        .collect();
-    let mut pods = PodsByName::default();
     let raw_key = ctx.builder.lookup(RAW_ALLOCATABLE);
 
     // Raw allocatable, from the nodes' annotations.
@@ -221,11 +207,15 @@ pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet) -> Vec<IngestWarning> {
     usage_entries.sort_by_key(order);
     for entry in usage_entries {
         let text = objects.store.get(entry.span);
-        let what = format!(
-            "{} {}",
-            entry.kind.as_str(),
-            qualified(&entry.namespace, &entry.name)
-        );
+        let obj = Named {
+            namespace: &entry.namespace,
+            name: &entry.name,
+            what: format!(
+                "{} {}",
+                entry.kind.as_str(),
+                qualified(&entry.namespace, &entry.name)
+            ),
+        };
         let result = match entry.kind.as_str() {
             "NodeMetric" => serde_json::from_str::<NodeMetric<'_>>(&text)
                 .map_err(|e| e.to_string())
@@ -233,25 +223,22 @@ pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet) -> Vec<IngestWarning> {
                     node_metric(
                         ctx,
                         &m,
-                        &nodes,
-                        &mut pods,
+                        joins,
                         &mut node_usage,
                         &mut pod_usage,
-                        &what,
+                        &obj,
                         &mut problems,
                     )
                 }),
             "NodeMetrics" => serde_json::from_str::<NodeMetrics<'_>>(&text)
                 .map_err(|e| e.to_string())
-                .and_then(|m| node_metrics(ctx, &m, &nodes, &mut node_usage, &what, &mut problems)),
+                .and_then(|m| node_metrics(ctx, &m, joins, &mut node_usage, &obj, &mut problems)),
             _ => serde_json::from_str::<PodMetrics<'_>>(&text)
                 .map_err(|e| e.to_string())
-                .and_then(|m| {
-                    pod_metrics(ctx, &m, &mut pods, &mut pod_usage, &what, &mut problems)
-                }),
+                .and_then(|m| pod_metrics(ctx, &m, joins, &mut pod_usage, &obj, &mut problems)),
         };
         if let Err(e) = result {
-            problems.invalid.push(format!("{what}: {e}"));
+            problems.invalid.push(format!("{}: {e}", obj.what));
         }
     }
 
@@ -344,16 +331,35 @@ fn add(a: &mut Vec<Quantity>, b: &[Quantity]) {
     }
 }
 
-/// Pods by namespace and name, built on first use: NodeMetric's `podsMetric`, PodMetrics and
-/// koordlet's `pod-cpu-allocs` name pods that way (the first carries no uid).
+/// Nodes by name and pods by namespace/name in the tables being built, for the objects that
+/// name them (metrics, NodeResourceTopology, koordlet's `pod-cpu-allocs`: NodeMetric's
+/// `podsMetric` carries no uid). Each map is built once per snapshot build, on first use, and
+/// shared by the usage and topology passes.
 #[derive(Default)]
-pub(crate) struct PodsByName(Option<HashMap<(StrId, String), usize>>);
+pub(crate) struct Joins {
+    nodes: Option<HashMap<String, usize>>,
+    pods: Option<HashMap<(StrId, String), usize>>,
+}
 
-impl PodsByName {
-    /// The index of pod `namespace/name` in the tables being built in `ctx`.
-    pub(crate) fn find(&mut self, ctx: &Ctx, namespace: &str, name: &str) -> Option<usize> {
+impl Joins {
+    /// The index of node `name`.
+    pub(crate) fn node(&mut self, ctx: &Ctx, name: &str) -> Option<usize> {
+        let index = self.nodes.get_or_insert_with(|| {
+            let b = &ctx.builder;
+            b.snapshot()
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (b.str(n.name).to_owned(), i))
+                .collect()
+        });
+        index.get(name).copied()
+    }
+
+    /// The index of pod `namespace/name`.
+    pub(crate) fn pod(&mut self, ctx: &Ctx, namespace: &str, name: &str) -> Option<usize> {
         let ns = ctx.builder.lookup(namespace)?;
-        let index = self.0.get_or_insert_with(|| {
+        let index = self.pods.get_or_insert_with(|| {
             ctx.builder
                 .snapshot()
                 .pods
@@ -370,16 +376,16 @@ impl PodsByName {
 fn node_metric(
     ctx: &mut Ctx,
     m: &NodeMetric<'_>,
-    nodes: &HashMap<String, usize>,
-    pods: &mut PodsByName,
+    joins: &mut Joins,
     node_usage: &mut [NodeUsage],
     pod_usage: &mut [PodUsage],
-    what: &str,
+    obj: &Named<'_>,
     problems: &mut Problems,
 ) -> Result<(), String> {
-    let name = m.metadata.name.as_deref().unwrap_or("");
-    let Some(&node) = nodes.get(name) else {
-        problems.orphans.push(format!("{what} (no such node)"));
+    let Some(node) = joins.node(ctx, obj.name) else {
+        problems
+            .orphans
+            .push(format!("{} (no such node)", obj.what));
         return Ok(());
     };
     let Some(status) = &m.status else {
@@ -414,7 +420,7 @@ fn node_metric(
             p.namespace.as_deref().unwrap_or(""),
             p.name.as_deref().unwrap_or(""),
         );
-        match pods.find(ctx, ns, pod) {
+        match joins.pod(ctx, ns, pod) {
             Some(index) => entries.push((index, usage)),
             None => add(&mut gone, &usage),
         }
@@ -447,14 +453,15 @@ fn node_metric(
 fn node_metrics(
     ctx: &mut Ctx,
     m: &NodeMetrics<'_>,
-    nodes: &HashMap<String, usize>,
+    joins: &mut Joins,
     node_usage: &mut [NodeUsage],
-    what: &str,
+    obj: &Named<'_>,
     problems: &mut Problems,
 ) -> Result<(), String> {
-    let name = m.metadata.name.as_deref().unwrap_or("");
-    let Some(&node) = nodes.get(name) else {
-        problems.orphans.push(format!("{what} (no such node)"));
+    let Some(node) = joins.node(ctx, obj.name) else {
+        problems
+            .orphans
+            .push(format!("{} (no such node)", obj.what));
         return Ok(());
     };
     let update_ms = time(&m.timestamp, "timestamp")?;
@@ -478,9 +485,9 @@ fn node_metrics(
 fn pod_metrics(
     ctx: &mut Ctx,
     m: &PodMetrics<'_>,
-    pods: &mut PodsByName,
+    joins: &mut Joins,
     pod_usage: &mut [PodUsage],
-    what: &str,
+    obj: &Named<'_>,
     problems: &mut Problems,
 ) -> Result<(), String> {
     time(&m.timestamp, "timestamp")?;
@@ -489,12 +496,8 @@ fn pod_metrics(
         let usage = quantities(ctx, &c.usage, &format!("containers[{i}].usage"))?;
         add(&mut total, &usage);
     }
-    let (ns, name) = (
-        m.metadata.namespace.as_deref().unwrap_or(""),
-        m.metadata.name.as_deref().unwrap_or(""),
-    );
-    let Some(index) = pods.find(ctx, ns, name) else {
-        problems.orphans.push(format!("{what} (no such pod)"));
+    let Some(index) = joins.pod(ctx, obj.namespace, obj.name) else {
+        problems.orphans.push(format!("{} (no such pod)", obj.what));
         return Ok(());
     };
     if pod_usage[index].source == UsageSource::None {

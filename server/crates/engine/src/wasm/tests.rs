@@ -585,11 +585,7 @@ fn a_guest_built_against_abi_1_1_still_runs_and_decides_as_the_current_built_in(
         .compile(ABI_1_1_REMOVE_FAILED_PODS)
         .expect("a 1.1 guest is accepted");
     assert_eq!(old.meta.abi_version, "1.1.0");
-    let (_, current) = rebalancer_builtins::modules()
-        .iter()
-        .find(|(name, _)| name.replace('_', "-") == "remove-failed-pods")
-        .expect("RemoveFailedPods is a built-in");
-    let current = engine().compile(current).unwrap();
+    let current = built_in("remove-failed-pods");
     assert_eq!(current.meta.abi_version, ABI_VERSION);
 
     let run = |policy: &CompiledPolicy| {
