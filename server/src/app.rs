@@ -374,7 +374,7 @@ async fn start_up(core: Core) -> anyhow::Result<()> {
     {
         let demo = rebalancer_sim::demo::demo_cluster_json();
         core.ingest
-            .snapshot(DEMO_CLUSTER, demo, cluster::Format::Json)
+            .snapshot(DEMO_CLUSTER, demo, cluster::Format::Json, None)
             .await
             .context("loading the demo cluster")?;
     }

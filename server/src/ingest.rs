@@ -110,6 +110,7 @@ impl Ingest {
         name: &str,
         body: Vec<u8>,
         format: cluster::Format,
+        observed_at_ms: Option<i64>,
     ) -> Result<IngestOutcome, IngestFailure> {
         check_name(name).map_err(|reason| IngestFailure::InvalidName {
             name: name.to_string(),
@@ -123,7 +124,7 @@ impl Ingest {
         let parse_ms = ms(started);
 
         let revision = self.clusters.next_revision();
-        let time_ms = store::now_ms();
+        let time_ms = observed_at_ms.unwrap_or_else(store::now_ms);
         let build_started = Instant::now();
         let (objects, snapshot) = tokio::task::spawn_blocking(move || {
             let snapshot = cluster::build_snapshot(&objects, revision, time_ms)?;

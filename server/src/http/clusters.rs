@@ -116,6 +116,16 @@ pub struct PodList {
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotQuery {
+    /// When the document was taken (RFC 3339), e.g. `2026-11-20T12:00:00Z`; default: now. The
+    /// snapshot's time is what policies measure ages against (pod lifetimes, metric expiry), so
+    /// a dump evaluates as of the moment it was recorded.
+    pub observed_at: Option<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PodQuery {
     /// Only pods bound to this node.
     pub node: Option<String>,
@@ -153,13 +163,15 @@ fn view(state: &AppState, record: ClusterRecord) -> Result<ClusterView, ApiError
 /// YAML (`Content-Type: application/yaml`). Creates the cluster (backend `simulated`) when new.
 /// The replacement is atomic: when the document is refused, the previous state is untouched.
 #[utoipa::path(put, path = "/api/v1/clusters/{name}/snapshot", tag = "clusters",
-    params(("name" = String, Path, description = "Cluster name (1–63 of a-z 0-9 - . _)")),
+    params(("name" = String, Path, description = "Cluster name (1–63 of a-z 0-9 - . _)"),
+        SnapshotQuery),
     request_body(description = "A v1 List of Kubernetes objects",
         content((Object = "application/json"), (Object = "application/yaml"))),
     responses(
         (status = 201, description = "Cluster created", body = SnapshotResult),
         (status = 200, description = "State replaced", body = SnapshotResult),
-        (status = 400, description = "Not JSON/YAML, not a List, or a bad name", body = ErrorBody),
+        (status = 400, description = "Not JSON/YAML, not a List, a bad name or a bad `observedAt`",
+            body = ErrorBody),
         (status = 409, description = "A Kubernetes cluster this server watches (`cluster_is_live`)",
             body = ErrorBody),
         (status = 413, description = "Over --snapshot-body-limit", body = ErrorBody),
@@ -171,9 +183,24 @@ pub async fn put_snapshot(
     State(state): State<AppState>,
     actor: Actor,
     ApiPath(name): ApiPath<String>,
+    ApiQuery(query): ApiQuery<SnapshotQuery>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<SnapshotResult>), ApiError> {
+    let observed_at_ms = query
+        .observed_at
+        .as_deref()
+        .map(|text| {
+            cluster::parse_time_ms(text).ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_observed_at",
+                    format!(
+                        "observedAt {text:?} is not an RFC 3339 time (e.g. 2026-11-20T12:00:00Z)"
+                    ),
+                )
+            })
+        })
+        .transpose()?;
     if let Some(view) = state.managed.view(&name) {
         return Err(ApiError::conflict(
             "cluster_is_live",
@@ -199,7 +226,12 @@ pub async fn put_snapshot(
     let receive_ms = started.elapsed().as_secs_f64() * 1000.0;
     let ingest = {
         let state = state.clone();
-        async move { state.ingest.snapshot(&name, bytes, format).await }
+        async move {
+            state
+                .ingest
+                .snapshot(&name, bytes, format, observed_at_ms)
+                .await
+        }
     };
     let outcome = state
         .in_flight

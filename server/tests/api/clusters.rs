@@ -165,6 +165,37 @@ async fn yaml_snapshots_are_accepted() {
 }
 
 #[tokio::test]
+async fn observed_at_sets_the_snapshot_time_and_a_bad_one_is_refused() {
+    let server = TestServer::start().await;
+    let (status, body) = server
+        .put_json(
+            "/api/v1/clusters/recorded/snapshot?observedAt=2026-11-20T12:00:00Z",
+            &small_cluster(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body:#}");
+    assert_eq!(body["snapshotTime"], "2026-11-20T12:00:00Z", "{body:#}");
+
+    let (status, body) = server
+        .put_json(
+            "/api/v1/clusters/recorded/snapshot?observedAt=last-tuesday",
+            &small_cluster(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body:#}");
+    assert_error(&body, "invalid_observed_at");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"last-tuesday\""),
+        "{body:#}"
+    );
+    let (_, kept) = server.get("/api/v1/clusters/recorded").await;
+    assert_eq!(kept["snapshotTime"], "2026-11-20T12:00:00Z", "{kept:#}");
+}
+
+#[tokio::test]
 async fn refused_documents_leave_the_previous_state_untouched() {
     let server = TestServer::start_with(|s| {
         s.demo = false;

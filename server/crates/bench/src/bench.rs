@@ -141,6 +141,8 @@ struct Source {
     body: std::ops::Range<u64>,
     /// The scenario file's DeschedulerPolicy, if any.
     policy: Option<Value>,
+    /// The scenario file's `observedAt` (RFC 3339), passed with the snapshot.
+    observed_at: Option<String>,
     generate_ms: Option<f64>,
 }
 
@@ -169,7 +171,7 @@ fn prepare_source(args: &BenchArgs, work: &Path) -> anyhow::Result<Source> {
             f.take(range.end - range.start).read_to_end(&mut buf)?;
             Ok(buf)
         };
-        let (body, policy, what) = if let Some(objects) = find("objects") {
+        let (body, policy, observed_at, what) = if let Some(objects) = find("objects") {
             let policy = match find("policy") {
                 Some(range) => {
                     Some(serde_json::from_slice(&read(range)?).with_context(|| {
@@ -178,9 +180,17 @@ fn prepare_source(args: &BenchArgs, work: &Path) -> anyhow::Result<Source> {
                 }
                 None => None,
             };
-            (objects, policy, "scenario file")
+            let observed_at = match find("observedAt") {
+                Some(range) => Some(
+                    serde_json::from_slice::<String>(&read(range)?).with_context(|| {
+                        format!("the `observedAt` of {} is not a string", path.display())
+                    })?,
+                ),
+                None => None,
+            };
+            (objects, policy, observed_at, "scenario file")
         } else if find("items").is_some() {
-            (0..size, None, "kubectl List")
+            (0..size, None, None, "kubectl List")
         } else {
             bail!(
                 "{} has neither `objects` (a scenario file) nor `items` (a kubectl List)",
@@ -197,6 +207,7 @@ fn prepare_source(args: &BenchArgs, work: &Path) -> anyhow::Result<Source> {
             path: path.clone(),
             body,
             policy,
+            observed_at,
             generate_ms: None,
         })
     } else {
@@ -224,6 +235,7 @@ fn prepare_source(args: &BenchArgs, work: &Path) -> anyhow::Result<Source> {
             path,
             body: 0..size,
             policy: None,
+            observed_at: None,
             generate_ms: Some(generate_ms),
         })
     }
@@ -364,7 +376,14 @@ fn measure(
     let response = request(
         addr,
         "PUT",
-        &format!("/api/v1/clusters/{BENCH_NAME}/snapshot"),
+        &match &source.observed_at {
+            // RFC 3339 needs no escaping in a query but `+`; a zone offset is written `%2B`.
+            Some(at) => format!(
+                "/api/v1/clusters/{BENCH_NAME}/snapshot?observedAt={}",
+                at.replace('+', "%2B")
+            ),
+            None => format!("/api/v1/clusters/{BENCH_NAME}/snapshot"),
+        },
         "application/json",
         Body::File(&source.path, source.body.clone()),
     )?;

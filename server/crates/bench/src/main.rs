@@ -51,6 +51,10 @@ enum Cli {
         size: Size,
         /// Directory to write into (created when missing).
         dir: PathBuf,
+        /// Add the Koordinator layer (a NodeMetric and a NodeResourceTopology per node, cpuset
+        /// pods, a LowNodeLoad + CpuOrchestration profile) and write `DIR/<size>-koordinator.json`.
+        #[arg(long)]
+        koordinator: bool,
     },
 }
 
@@ -60,20 +64,34 @@ fn main() -> anyhow::Result<()> {
         Cli::Kube(args) => kube::run(args),
         Cli::State(args) => state::run(args),
         Cli::Ingest { file } => ingest::run(&file),
-        Cli::Generate { size, dir } => generate(size, &dir),
+        Cli::Generate {
+            size,
+            dir,
+            koordinator,
+        } => generate(size, koordinator, &dir),
     }
 }
 
 /// Write `size`'s reference cluster to `dir/<size>.json`, through a temporary file renamed into
 /// place, so an interrupted run never leaves a truncated cluster behind.
-fn generate(size: Size, dir: &Path) -> anyhow::Result<()> {
+fn generate(size: Size, koordinator: bool, dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(format!("{}.json", size.name()));
-    let partial = dir.join(format!(".{}.json.partial", size.name()));
+    let stem = if koordinator {
+        format!("{}-koordinator", size.name())
+    } else {
+        size.name().to_owned()
+    };
+    let path = dir.join(format!("{stem}.json"));
+    let partial = dir.join(format!(".{stem}.json.partial"));
     let started = Instant::now();
     let mut file = std::fs::File::create(&partial)
         .with_context(|| format!("creating {}", partial.display()))?;
-    reference::write_scenario(size, &mut file)
+    let written = if koordinator {
+        reference::write_koordinator_scenario(size, &mut file)
+    } else {
+        reference::write_scenario(size, &mut file)
+    };
+    written
         .and_then(|()| file.flush())
         .and_then(|()| file.sync_all())
         .with_context(|| format!("writing {}", partial.display()))?;

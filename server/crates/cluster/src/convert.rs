@@ -129,7 +129,7 @@ impl Ctx {
 
 /// An RFC 3339 timestamp as ms since the Unix epoch (sub-millisecond digits are dropped,
 /// rounding towards the past).
-pub(crate) fn parse_time_ms(s: &str) -> Option<i64> {
+pub fn parse_time_ms(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     // Fast path: what the API server writes, `2024-05-01T12:00:00Z`.
     if b.len() == 20

@@ -55,6 +55,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use convert::parse_time_ms;
 pub use live::Clusters;
 pub use objects::{
     Input, JsonPacker, LAST_APPLIED, ObjectSet, PackedJson, SharedObject, StoredObject,

@@ -156,6 +156,8 @@ pub(crate) struct PodArgs<'a> {
     pub waiting: &'a [(&'a str, &'a str)],
     pub terminated: &'a [(&'a str, (i64, &'a str))],
     pub default_tolerations: bool,
+    /// `metadata.annotations` (gen_large.py never sets any; the Koordinator layer does).
+    pub annotations: Option<&'a Obj>,
 }
 
 impl<'a> PodArgs<'a> {
@@ -176,6 +178,7 @@ impl<'a> PodArgs<'a> {
             waiting: &[],
             terminated: &[],
             default_tolerations: true,
+            annotations: None,
         }
     }
 }
@@ -255,6 +258,11 @@ impl<W: Write> Cluster<W> {
             self.pods += 1;
         }
         Ok(())
+    }
+
+    /// An object outside gen_large.py (the Koordinator layer's), written like the others.
+    pub(crate) fn object(&mut self, obj: Obj) -> io::Result<()> {
+        self.add(obj, false)
     }
 
     /// `ns(name)` without labels: remembers the namespace; it is written by [`Self::finish`].
@@ -384,7 +392,7 @@ impl<W: Write> Cluster<W> {
         ns: &str,
         node: &str,
         a: PodArgs<'_>,
-    ) -> io::Result<()> {
+    ) -> io::Result<String> {
         self.ns(ns);
         // generated suffixes may collide in big clusters
         let mut name = name;
@@ -479,6 +487,9 @@ impl<W: Write> Cluster<W> {
         meta.set("uid", uid_for(&["pod", ns, &name]));
         meta.set("creationTimestamp", created.as_str());
         meta.set("labels", a.labels.clone());
+        if let Some(annotations) = a.annotations {
+            meta.set("annotations", annotations.clone());
+        }
         if let Some(owner) = a.owner {
             meta.set("ownerReferences", vec![owner.clone()]);
         }
@@ -576,7 +587,8 @@ impl<W: Write> Cluster<W> {
         let p = obj! {
             "apiVersion" => "v1", "kind" => "Pod", "metadata" => meta, "spec" => spec, "status" => status,
         };
-        self.add(p, true)
+        self.add(p, true)?;
+        Ok(name)
     }
 
     // ---------------------------------------------------------------- workloads
@@ -674,7 +686,7 @@ impl<W: Write> Cluster<W> {
         args.owner = Some(&owner);
         args.phase = phase;
         args.terminated = terminated;
-        self.pod(name, ns, node, args)
+        self.pod(name, ns, node, args).map(drop)
     }
 
     // ------------------------------------------------------------ other objects

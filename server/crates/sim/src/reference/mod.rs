@@ -11,6 +11,7 @@
 
 mod fixtures;
 mod json;
+mod koordinator;
 mod pyrandom;
 
 use std::fmt;
@@ -22,6 +23,7 @@ use fixtures::{
     suffix,
 };
 use json::{Json, Obj, Separators, dump, obj};
+use koordinator::Layer;
 use pyrandom::PyRandom;
 
 /// A reference cluster size (`SIZES` in gen_large.py).
@@ -298,10 +300,10 @@ impl Nodes {
     }
 }
 
-/// The policy of every reference cluster: one profile with descheduler's nine plugins.
-fn reference_policy() -> Obj {
+/// The profile of every reference cluster: descheduler's nine plugins.
+fn reference_profile() -> Obj {
     let threshold = |v: i64| obj! { "cpu" => v, "memory" => v, "pods" => v };
-    policy(vec![profile(
+    profile(
         "default",
         vec![
             ("RemovePodsViolatingNodeTaints", Obj::new()),
@@ -323,23 +325,59 @@ fn reference_policy() -> Obj {
                 obj! { "thresholds" => threshold(20), "targetThresholds" => threshold(50) },
             ),
         ],
-    )])
+    )
+}
+
+/// The Koordinator profile of the layered scenario: LowNodeLoad and CpuOrchestration with
+/// Koordinator's defaults, apart from thresholds (LowNodeLoad has none by default).
+fn koordinator_profile() -> Obj {
+    let pct = |cpu: i64, memory: i64| obj! { "cpu" => cpu, "memory" => memory };
+    profile(
+        "koordinator",
+        vec![
+            (
+                "LowNodeLoad",
+                obj! { "highThresholds" => pct(65, 80), "lowThresholds" => pct(35, 45) },
+            ),
+            ("CpuOrchestration", Obj::new()),
+        ],
+    )
 }
 
 /// Writes the reference cluster of `size` to `out`, byte-identical to `gen_large.py`'s
 /// `OUTDIR/<size>.json`. Objects are streamed one by one (through a buffer), so memory stays at
 /// the generator's bookkeeping (node loads, placements, pod names), not the document.
 pub fn write_scenario(size: Size, out: &mut impl Write) -> io::Result<()> {
+    write(size, false, out)
+}
+
+/// [`write_scenario`] plus the Koordinator layer (see `koordinator`): a NodeMetric and a
+/// NodeResourceTopology per node, cpuset pods, an `observedAt` and a second profile with
+/// LowNodeLoad and CpuOrchestration. Named `perf-<size>-koordinator`.
+pub fn write_koordinator_scenario(size: Size, out: &mut impl Write) -> io::Result<()> {
+    write(size, true, out)
+}
+
+fn write(size: Size, koordinator: bool, out: &mut impl Write) -> io::Result<()> {
     let mut out = BufWriter::with_capacity(1 << 16, out);
     let n_nodes = size.nodes();
     let n_pods = size.pods() as i64;
 
-    let mut head = format!("{{\"name\":\"perf-{}\",\"policy\":", size.name()).into_bytes();
-    dump(
-        &Json::Obj(reference_policy()),
-        Separators::Default,
-        &mut head,
-    );
+    let mut head = if koordinator {
+        format!(
+            "{{\"name\":\"perf-{}-koordinator\",\"observedAt\":\"{}\",\"policy\":",
+            size.name(),
+            koordinator::OBSERVED_AT
+        )
+    } else {
+        format!("{{\"name\":\"perf-{}\",\"policy\":", size.name())
+    }
+    .into_bytes();
+    let mut profiles = vec![reference_profile()];
+    if koordinator {
+        profiles.push(koordinator_profile());
+    }
+    dump(&Json::Obj(policy(profiles)), Separators::Default, &mut head);
     head.extend_from_slice(
         br#","objects":{"apiVersion":"v1","kind":"List","metadata":{},"items":["#,
     );
@@ -402,6 +440,8 @@ pub fn write_scenario(size: Size, out: &mut impl Write) -> io::Result<()> {
         acc += n.heat;
         cum.push(acc);
     }
+    let mut layer =
+        koordinator.then(|| Layer::new(size.seed(), nodes.iter().map(|n| (n.cpu + 200) / 1000)));
     let mut sim = Nodes { nodes, cum, acc };
 
     // ------------------------------------------------------------------- daemonsets
@@ -410,6 +450,10 @@ pub fn write_scenario(size: Size, out: &mut impl Write) -> io::Result<()> {
         sim.place(n, 100, 128);
         sim.place(n, 50, 64);
         ds_pods += 2;
+    }
+    if let Some(layer) = &mut layer {
+        layer.daemon_pod_everywhere(100, 128);
+        layer.daemon_pod_everywhere(50, 64);
     }
 
     // -------------------------------------------------------------------- workloads
@@ -595,7 +639,18 @@ pub fn write_scenario(size: Size, out: &mut impl Write) -> io::Result<()> {
             args.tolerations = &tolerations;
             args.restarts = &restarts;
             args.waiting = &waiting;
-            c.pod(pod_name, ns, &nodes[n].name, args)?;
+            let cpuset = match &mut layer {
+                Some(layer) if Layer::is_cpuset_workload(w.cpu) => Some(layer.cpuset_pod(n, &lbl)),
+                _ => None,
+            };
+            if let Some(cpuset) = &cpuset {
+                args.labels = &cpuset.labels;
+                args.annotations = Some(&cpuset.annotations);
+            }
+            let pod_name = c.pod(pod_name, ns, &nodes[n].name, args)?;
+            if let Some(layer) = &mut layer {
+                layer.pod(n, ns, &pod_name, w.cpu, w.mem);
+            }
         }
         if w.kind.pdb {
             let max_unavailable = (w.reps / 4).max(1);
@@ -627,6 +682,12 @@ pub fn write_scenario(size: Size, out: &mut impl Write) -> io::Result<()> {
         )?;
     }
     debug_assert_eq!(c.pods, size.pods(), "the budget accounts for every pod");
+    if let Some(layer) = &layer {
+        for (i, n) in nodes.iter().enumerate() {
+            c.object(layer.node_metric(i, &n.name, (n.cpu + 200) / 1000))?;
+            c.object(layer.topology(i, &n.name))?;
+        }
+    }
     c.finish()?;
     drop(c);
     out.flush()

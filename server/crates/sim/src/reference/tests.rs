@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::{Size, write_scenario};
+use super::{Size, write_koordinator_scenario, write_scenario};
 
 /// SHA-256 of gen_large.py's `small.json`, recorded once with CPython 3.11.7:
 ///
@@ -155,4 +155,112 @@ fn sizes_parse_and_print_their_names() {
             .windows(2)
             .all(|w| w[0].nodes() < w[1].nodes() && w[0].pods() < w[1].pods())
     );
+}
+
+/// The Koordinator layer adds its objects and labels without touching what gen_large.py draws:
+/// with the layer's additions taken out again, the document is the base one.
+#[test]
+fn the_koordinator_layer_adds_metrics_topologies_and_cpusets_and_changes_nothing_else() {
+    let mut out = Vec::with_capacity(64 << 20);
+    write_koordinator_scenario(Size::Small, &mut out).expect("writing to a Vec cannot fail");
+    let mut layered: Value = serde_json::from_slice(&out).expect("the scenario is JSON");
+    let base: Value = serde_json::from_slice(small()).expect("the scenario is JSON");
+    assert_eq!(layered["name"], "perf-small-koordinator");
+    assert_eq!(layered["observedAt"], super::koordinator::OBSERVED_AT);
+    let profiles = layered["policy"]["profiles"].as_array().unwrap();
+    assert_eq!(profiles[0], base["policy"]["profiles"][0]);
+    let plugins: Vec<&str> = profiles[1]["pluginConfig"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(
+        plugins.contains(&"LowNodeLoad") && plugins.contains(&"CpuOrchestration"),
+        "{plugins:?}"
+    );
+
+    let items = layered["objects"]["items"].as_array_mut().unwrap();
+    let metrics: Vec<Value> = items
+        .iter()
+        .filter(|o| o["kind"] == "NodeMetric")
+        .cloned()
+        .collect();
+    let topologies = items
+        .iter()
+        .filter(|o| o["kind"] == "NodeResourceTopology")
+        .count();
+    assert_eq!(
+        (metrics.len(), topologies),
+        (Size::Small.nodes(), Size::Small.nodes())
+    );
+
+    // Every running non-DaemonSet pod is measured once, on its own node.
+    let mut measured = HashMap::new();
+    for m in &metrics {
+        for p in m["status"]["podsMetric"].as_array().unwrap() {
+            let key = format!(
+                "{}/{}",
+                p["namespace"].as_str().unwrap(),
+                p["name"].as_str().unwrap()
+            );
+            assert!(
+                measured
+                    .insert(key.clone(), m["metadata"]["name"].clone())
+                    .is_none(),
+                "{key} measured twice"
+            );
+        }
+    }
+    let mut cpusets: HashMap<String, Vec<String>> = HashMap::new();
+    for p in items.iter().filter(|o| o["kind"] == "Pod") {
+        let key = format!(
+            "{}/{}",
+            p["metadata"]["namespace"].as_str().unwrap(),
+            p["metadata"]["name"].as_str().unwrap()
+        );
+        let daemon = p["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet";
+        let running = p["status"]["phase"] == "Running";
+        assert_eq!(
+            measured.get(&key),
+            (running && !daemon).then_some(&p["spec"]["nodeName"]),
+            "{key}"
+        );
+        if let Some(status) =
+            p["metadata"]["annotations"]["scheduling.koordinator.sh/resource-status"].as_str()
+        {
+            assert_eq!(p["metadata"]["labels"]["koordinator.sh/qosClass"], "LSR");
+            assert_eq!(
+                p["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+                "1000m"
+            );
+            let cpuset: Value = serde_json::from_str(status).unwrap();
+            cpusets
+                .entry(format!(
+                    "{}@{}",
+                    p["spec"]["nodeName"].as_str().unwrap(),
+                    cpuset["cpuset"].as_str().unwrap()
+                ))
+                .or_default()
+                .push(key);
+        }
+    }
+    let pinned: usize = cpusets.values().map(Vec::len).sum();
+    let shared = cpusets.values().filter(|pods| pods.len() > 1).count();
+    assert!(pinned > 200, "{pinned} cpuset pods");
+    assert!(
+        (1..pinned / 20).contains(&shared),
+        "a few deliberate double pinnings, not many: {shared} of {pinned}"
+    );
+
+    // Take the layer out again: the base document.
+    items.retain(|o| o["kind"] != "NodeMetric" && o["kind"] != "NodeResourceTopology");
+    for p in items.iter_mut().filter(|o| o["kind"] == "Pod") {
+        let meta = p["metadata"].as_object_mut().unwrap();
+        meta.remove("annotations");
+        let labels = meta["labels"].as_object_mut().unwrap();
+        labels.remove("koordinator.sh/qosClass");
+        labels.remove("koordinator.sh/priority-class");
+    }
+    assert_eq!(layered["objects"], base["objects"]);
 }
