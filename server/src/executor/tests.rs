@@ -305,6 +305,7 @@ impl Harness {
                 "c",
                 serde_json::to_vec(&list).unwrap(),
                 rebalancer_cluster::Format::Json,
+                None,
             )
             .await
             .unwrap();
