@@ -29,6 +29,8 @@ const POLICY_CRATES: &[(&str, bool)] = &[
     ("remove-pods-violating-inter-pod-anti-affinity", true),
     ("high-node-utilization", true),
     ("remove-pods-violating-topology-spread-constraint", true),
+    ("low-node-load", true),
+    ("cpu-orchestration", true),
 ];
 
 const TARGET: &str = "wasm32-wasip2";

@@ -26,7 +26,9 @@ async fn built_ins_are_registered_and_protected() {
     assert_eq!(
         names,
         [
+            ("CpuOrchestration", true, true),
             ("HighNodeUtilization", true, true),
+            ("LowNodeLoad", true, true),
             ("LowNodeUtilization", true, true),
             ("PodLifeTime", true, true),
             ("RemoveDuplicates", true, true),

@@ -56,6 +56,12 @@ fn native_policy(name: &str) -> Option<NativePolicy> {
                 ctx, point, args,
             )
         },
+        "LowNodeLoad" => {
+            |ctx, point, args| evaluate::<low_node_load::LowNodeLoad>(ctx, point, args)
+        }
+        "CpuOrchestration" => {
+            |ctx, point, args| evaluate::<cpu_orchestration::CpuOrchestration>(ctx, point, args)
+        }
         "RemovePodsViolatingTopologySpreadConstraint" => |ctx, point, args| {
             evaluate::<remove_pods_violating_topology_spread_constraint::RemovePodsViolatingTopologySpreadConstraint>(ctx, point, args)
         },

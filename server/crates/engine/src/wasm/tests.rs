@@ -137,7 +137,9 @@ fn built_ins_compile_with_their_metadata() {
     assert_eq!(
         names,
         [
+            "CpuOrchestration",
             "HighNodeUtilization",
+            "LowNodeLoad",
             "LowNodeUtilization",
             "PodLifeTime",
             "RemoveDuplicates",
