@@ -372,7 +372,8 @@ async fn start_up(core: Core) -> anyhow::Result<()> {
     // The demo cluster is for trying the server out: not next to real clusters.
     if core.settings.demo && core.managed.is_empty() && core.store.list_clusters().await?.is_empty()
     {
-        let demo = rebalancer_sim::demo::demo_cluster_json();
+        // Its NodeMetrics are reported now, as a running koordlet's would be.
+        let demo = rebalancer_sim::demo::demo_cluster_json_measured_at(store::now_ms() / 1000);
         core.ingest
             .snapshot(DEMO_CLUSTER, demo, cluster::Format::Json, None)
             .await

@@ -439,7 +439,7 @@ impl SimulatedBackend {
         &self,
         current: &Current,
         delete_pods: Vec<String>,
-        upserts: Vec<StoredObjectBuf>,
+        mut upserts: Vec<StoredObjectBuf>,
         events: Vec<NewSimEvent>,
     ) -> Result<(), BackendError> {
         let record = &current.record;
@@ -448,6 +448,8 @@ impl SimulatedBackend {
             .cluster_objects(record.id)
             .await
             .map_err(store_error)?;
+        let time_ms = store::now_ms();
+        upserts.extend(koordlet_report(&stored, &delete_pods, &upserts, time_ms));
         let mut objects: Vec<StoredObjectBuf> = stored
             .into_iter()
             .filter(|o| {
@@ -471,7 +473,6 @@ impl SimulatedBackend {
             objects.push(u.clone());
         }
         let revision = self.clusters.next_revision();
-        let time_ms = store::now_ms();
         let snapshot = tokio::task::spawn_blocking(move || {
             crate::ingest::build_stored(objects, revision, time_ms)
         })
@@ -632,6 +633,92 @@ impl SimulatedBackend {
             json: r.body.to_string(),
         }
     }
+}
+
+/// The simulated cluster's koordlet: after a change, the NodeMetrics as koordlet would report
+/// them next (see [`rebalancer_sim::koordlet::report`]): evicted pods leave their node's metric,
+/// a replacement that landed carries the evicted pod's usage on its node, and every metric is
+/// stamped now, so a simulated cluster's metrics never expire. Clusters without NodeMetrics
+/// get nothing.
+fn koordlet_report(
+    stored: &[store::StoredObject],
+    delete_pods: &[String],
+    upserts: &[StoredObjectBuf],
+    now_ms: i64,
+) -> Vec<StoredObjectBuf> {
+    use rebalancer_sim::koordlet::{PodRef, report};
+    let metric_rows: Vec<&store::StoredObject> =
+        stored.iter().filter(|o| o.kind == "NodeMetric").collect();
+    if metric_rows.is_empty() {
+        return Vec::new();
+    }
+    let pods: Vec<(String, Value)> = stored
+        .iter()
+        .filter(|o| o.kind == "Pod")
+        .filter_map(|o| Some((o.uid.clone()?, serde_json::from_str(&o.body).ok()?)))
+        .collect();
+    /// A pod's namespace, name and node.
+    type Placed = (String, String, String);
+    let pod_ref = |pod: &Value| -> Option<Placed> {
+        Some((
+            pod["metadata"]["namespace"].as_str()?.to_owned(),
+            pod["metadata"]["name"].as_str()?.to_owned(),
+            pod["spec"]["nodeName"].as_str()?.to_owned(),
+        ))
+    };
+    let by_uid = |uid: &str| {
+        pods.iter()
+            .find(|(u, _)| u == uid)
+            .and_then(|(_, p)| pod_ref(p))
+    };
+    let gone: Vec<Placed> = delete_pods.iter().filter_map(|uid| by_uid(uid)).collect();
+    let moved: Vec<(Placed, Placed)> = upserts
+        .iter()
+        .filter(|o| o.kind == "Pod")
+        .filter_map(|o| {
+            let pod: Value = serde_json::from_str(&o.json).ok()?;
+            let replaced = pod["metadata"]["annotations"][REPLACEMENT_OF].as_str()?;
+            if pod["status"]["phase"] != "Running" {
+                return None;
+            }
+            Some((pod_ref(&pod)?, by_uid(replaced)?))
+        })
+        .collect();
+    fn as_ref((namespace, name, node): &(String, String, String)) -> PodRef<'_> {
+        PodRef {
+            namespace,
+            name,
+            node,
+        }
+    }
+    let gone_refs: Vec<PodRef<'_>> = gone
+        .iter()
+        .filter(|g| !moved.iter().any(|(_, old)| old == *g))
+        .map(as_ref)
+        .collect();
+    let moved_refs: Vec<(PodRef<'_>, PodRef<'_>)> = moved
+        .iter()
+        .map(|(new, old)| (as_ref(new), as_ref(old)))
+        .collect();
+    let mut metrics: Vec<Value> = metric_rows
+        .iter()
+        .map(|o| serde_json::from_str(&o.body).unwrap_or(Value::Null))
+        .collect();
+    let changed = report(&mut metrics, &gone_refs, &moved_refs, &rfc3339(now_ms));
+    changed
+        .into_iter()
+        .map(|i| {
+            let row = metric_rows[i];
+            StoredObjectBuf {
+                kind: row.kind.clone(),
+                api_version: row.api_version.clone(),
+                namespace: row.namespace.clone(),
+                name: row.name.clone(),
+                uid: row.uid.clone(),
+                json: metrics[i].to_string(),
+            }
+        })
+        .collect()
 }
 
 /// `(name, uid)` of the reservation a replacement binds into.

@@ -14,6 +14,7 @@ mod binary;
 mod clusters;
 mod crash;
 mod docs;
+mod koordinator;
 mod kube;
 mod kube_real;
 mod metrics;

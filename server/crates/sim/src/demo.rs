@@ -23,9 +23,14 @@ pub const DEMO_SEED: u64 = 0x5eed_2026;
 
 /// The demo cluster loaded at start-up: 20 nodes, 320 pods, as `v1 List` JSON bytes.
 pub fn demo_cluster_json() -> Vec<u8> {
+    demo_cluster_json_measured_at(METRICS_AT)
+}
+
+/// [`demo_cluster_json`] with its NodeMetrics reported at `metrics_at` (Unix seconds).
+pub fn demo_cluster_json_measured_at(metrics_at: i64) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 << 20);
     SimulatedCluster::DEMO
-        .write_json(&mut out)
+        .write_json_measured_at(&mut out, metrics_at)
         .expect("the demo spec is valid and writing to a Vec cannot fail");
     out
 }
@@ -73,6 +78,11 @@ pub struct Summary {
     pub pdbs: usize,
     pub namespaces: usize,
     pub priority_classes: usize,
+    /// NodeMetrics and NodeResourceTopologies (one of each per node).
+    pub node_metrics: usize,
+    pub topologies: usize,
+    /// Pods pinned to a cpuset by koord-scheduler.
+    pub cpuset_pods: usize,
 }
 
 impl SimulatedCluster {
@@ -110,11 +120,23 @@ impl SimulatedCluster {
         Ok(())
     }
 
-    /// Write the cluster as one `v1 List` (compact JSON) to `out`. Objects are generated and
-    /// written one at a time, so memory stays small even for 150,000 pods.
+    /// Write the cluster as one `v1 List` (compact JSON) to `out`, its NodeMetrics reported at
+    /// [`METRICS_AT`]. Objects are generated and written one at a time, so memory stays small
+    /// even for 150,000 pods.
     pub fn write_json<W: Write>(&self, out: W) -> Result<Summary, SimulationError> {
+        self.write_json_measured_at(out, METRICS_AT)
+    }
+
+    /// [`Self::write_json`] with the NodeMetrics reported at `metrics_at` (Unix seconds): the
+    /// server loads the demo with the time it starts, as a live koordlet would have reported.
+    pub fn write_json_measured_at<W: Write>(
+        &self,
+        out: W,
+        metrics_at: i64,
+    ) -> Result<Summary, SimulationError> {
         self.validate()?;
-        let plan = Plan::new(self);
+        let mut plan = Plan::new(self);
+        plan.metrics_at = metrics_at;
         let mut out = io::BufWriter::with_capacity(1 << 16, out);
         let mut writer = ListWriter {
             out: &mut out,
@@ -200,6 +222,11 @@ const WORKLOADS_CREATED: i64 = 1_785_747_600;
 const ROLLOUT_SPAN: i64 = 100 * 86_400;
 /// 2026-11-14T02:00:00Z: the jobs ran from here on.
 const JOBS_CREATED: i64 = 1_794_621_600;
+/// 2026-11-25T12:00:00Z: when koordlet reported the NodeMetrics of [`SimulatedCluster::write_json`].
+pub const METRICS_AT: i64 = 1_795_608_000;
+/// Seed of the Koordinator layer's draws, mixed into the cluster's seed: the layer never draws
+/// from the cluster's own PRNG, so the rest of the cluster is what it was without the layer.
+const KOORDLET_SEED: u64 = 0x6b6f_6f72_646c_6574;
 
 /// RFC 3339 UTC timestamp of a Unix time, as the API server prints it.
 fn timestamp(unix: i64) -> String {
@@ -684,6 +711,8 @@ struct PodPlan {
 
 struct Plan {
     rng: Rng,
+    /// When the NodeMetrics were reported (Unix seconds).
+    metrics_at: i64,
     nodes: Vec<NodePlan>,
     workloads: Vec<Workload>,
     pods: Vec<PodPlan>,
@@ -701,6 +730,7 @@ impl Plan {
         }
         let mut plan = Plan {
             rng,
+            metrics_at: METRICS_AT,
             nodes,
             workloads: Vec::new(),
             pods: Vec::new(),
@@ -1152,6 +1182,7 @@ impl Plan {
             w.item(&node_json(n, &rv()))?;
             summary.nodes += 1;
         }
+        let mut koord = Koordinator::new(self.rng.0 ^ KOORDLET_SEED, &self.nodes);
 
         // DaemonSet pods.
         for ds in &DAEMONSETS {
@@ -1193,6 +1224,7 @@ impl Plan {
                     host_network: ds.name == "kube-proxy",
                     extra_resource: None,
                 };
+                koord.measure(i, ds.namespace, &name, ds.cpu_m, ds.mem_mi);
                 w.item(&pod.to_json(&rv()))?;
                 summary.pods += 1;
             }
@@ -1289,7 +1321,15 @@ impl Plan {
                 host_network: false,
                 extra_resource: (wl.pool == Pool::Gpu).then_some(("nvidia.com/gpu", 1)),
             };
-            w.item(&pod.to_json(&rv()))?;
+            let mut json = pod.to_json(&rv());
+            if wl.kind != Kind::CompletedJob {
+                koord.measure(p.node, &wl.namespace, &name, wl.cpu_m, wl.mem_mi);
+            }
+            if let Some(cpus) = koord.cpuset(wl, p.ordinal, p.node) {
+                crate::koordlet::pin(&mut json, &cpus);
+                summary.cpuset_pods += 1;
+            }
+            w.item(&json)?;
             summary.pods += 1;
         }
 
@@ -1308,7 +1348,116 @@ impl Plan {
             w.item(&priority_class_json(pc, &mut self.rng, &rv()))?;
             summary.priority_classes += 1;
         }
+
+        let reported = timestamp(self.metrics_at);
+        for (i, n) in self.nodes.iter().enumerate() {
+            let node = &koord.nodes[i];
+            // koordlet's own share: 3 % of the machine and 600 MiB.
+            let system = (n.instance.cores * 30, 600);
+            let metric = crate::koordlet::node_metric(&n.name, &reported, system, &node.pods);
+            let topology = crate::koordlet::topology(&n.name, node.cpus, &node.pinned);
+            for mut object in [metric, topology] {
+                let meta = &mut object["metadata"];
+                meta["uid"] = json!(koord.rng.uid());
+                meta["creationTimestamp"] = json!(timestamp(n.created + 120));
+                meta["resourceVersion"] = json!(rv());
+                w.item(&object)?;
+            }
+            summary.node_metrics += 1;
+            summary.topologies += 1;
+        }
         Ok(summary)
+    }
+}
+
+/// The demo's Koordinator layer: what the pods use and which are pinned to CPUs.
+///
+/// - **Usage.** Pods use a share of what they request that depends on their node: 35–55 % on
+///   nodes hot by requests (their pods are over-requested), 50–80 % on warm ones, 30–50 % on cold
+///   ones, ±15 % per pod; memory 55–95 %. Every fourth warm general-purpose node is **hot on
+///   usage**: its pods burst to 2.3–2.6 × their cpu requests (no cpu limit), so LowNodeLoad sees
+///   a node that LowNodeUtilization, which counts requests, does not.
+/// - **cpusets.** `payments/ledger-postgres` and `payments/worker` (one cpu each) are koord-prod
+///   LSR pods pinned to a CPU of their node, handed out from CPU 2 up. Two workers are wrong on
+///   purpose, as drift leaves them: the fourth holds a CPU its node does not have (the machine
+///   was replaced by a smaller one: H1), and the second shares the CPU of the first cpuset pod
+///   on its node, or holds two CPUs when it has no neighbour (H8 or H2).
+struct Koordinator {
+    rng: Rng,
+    nodes: Vec<KoordNode>,
+}
+
+struct KoordNode {
+    factor: f64,
+    cpus: u32,
+    pinned: Vec<u32>,
+    pods: Vec<crate::koordlet::PodUsage>,
+}
+
+impl Koordinator {
+    fn new(seed: u64, nodes: &[NodePlan]) -> Self {
+        let mut rng = Rng::new(seed);
+        let mut warm_general = 0;
+        let nodes = nodes
+            .iter()
+            .map(|n| {
+                let factor = match n.heat {
+                    Heat::Hot => 0.35 + 0.2 * rng.unit(),
+                    Heat::Cold => 0.3 + 0.2 * rng.unit(),
+                    Heat::Warm if n.pool == Pool::General && !n.cordoned => {
+                        warm_general += 1;
+                        if warm_general % 4 == 1 {
+                            2.3 + 0.3 * rng.unit()
+                        } else {
+                            0.5 + 0.3 * rng.unit()
+                        }
+                    }
+                    Heat::Warm => 0.5 + 0.3 * rng.unit(),
+                };
+                KoordNode {
+                    factor,
+                    cpus: n.instance.cores as u32,
+                    pinned: Vec::new(),
+                    pods: Vec::new(),
+                }
+            })
+            .collect();
+        Koordinator { rng, nodes }
+    }
+
+    /// A running pod of these requests on node `node`.
+    fn measure(&mut self, node: usize, namespace: &str, name: &str, cpu_m: i64, mem_mi: i64) {
+        let cpu = self.nodes[node].factor * (0.85 + 0.3 * self.rng.unit());
+        let mem = 0.55 + 0.4 * self.rng.unit();
+        self.nodes[node].pods.push(crate::koordlet::PodUsage {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            cpu_m: (cpu_m as f64 * cpu).round() as i64,
+            mem_mi: (mem_mi as f64 * mem).round() as i64,
+        });
+    }
+
+    /// The cpuset of replica `ordinal` of `wl` on `node`, if it is a pinned pod.
+    fn cpuset(&mut self, wl: &Workload, ordinal: usize, node: usize) -> Option<Vec<u32>> {
+        let pinned = wl.namespace == "payments"
+            && !wl.generated
+            && matches!(wl.name.as_str(), "ledger-postgres" | "worker");
+        if !pinned {
+            return None;
+        }
+        let n = &mut self.nodes[node];
+        let next = (2..n.cpus).find(|c| !n.pinned.contains(c));
+        let cpus = match (wl.name.as_str(), ordinal) {
+            ("worker", 3) => vec![n.cpus + 4],
+            ("worker", 1) => match n.pinned.first() {
+                Some(&neighbour) => vec![neighbour],
+                None => next.into_iter().chain(next.map(|c| c + 1)).collect(),
+            },
+            _ => next.into_iter().collect(),
+        };
+        n.pinned
+            .extend(cpus.iter().copied().filter(|&c| c < n.cpus));
+        Some(cpus)
     }
 }
 
@@ -2024,6 +2173,83 @@ mod tests {
         assert_eq!(
             items_of(&list, "PriorityClass").len(),
             PRIORITY_CLASSES.len()
+        );
+    }
+
+    #[test]
+    fn demo_has_koordinator_metrics_with_nodes_hot_on_usage_and_pinned_pods_with_drift() {
+        let list = demo();
+        let nodes = items_of(&list, "Node");
+        let metrics = items_of(&list, "NodeMetric");
+        assert_eq!(metrics.len(), nodes.len());
+        assert_eq!(items_of(&list, "NodeResourceTopology").len(), nodes.len());
+        let requested = utilization(&list);
+        let mut hot_on_usage_only = Vec::new();
+        for m in &metrics {
+            let name = m["metadata"]["name"].as_str().unwrap();
+            assert_eq!(m["status"]["updateTime"], timestamp(METRICS_AT));
+            let node = nodes
+                .iter()
+                .find(|n| n["metadata"]["name"] == name)
+                .expect("a metric per node");
+            let alloc = cpu_milli(node["status"]["allocatable"]["cpu"].as_str().unwrap());
+            let used = cpu_milli(
+                m["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"]
+                    .as_str()
+                    .unwrap(),
+            );
+            let usage_pct = used as f64 * 100.0 / alloc as f64;
+            if usage_pct > 65.0 && requested[name].0 < 50.0 {
+                hot_on_usage_only.push((name, usage_pct, requested[name].0));
+            }
+        }
+        assert!(
+            !hot_on_usage_only.is_empty() && hot_on_usage_only.len() <= 4,
+            "a few nodes hot on usage, not on requests: {hot_on_usage_only:?}"
+        );
+
+        let pinned: Vec<(&str, &str, String)> = items_of(&list, "Pod")
+            .into_iter()
+            .filter_map(|p| {
+                let status =
+                    p["metadata"]["annotations"][crate::koordlet::RESOURCE_STATUS].as_str()?;
+                let cpuset: Value = serde_json::from_str(status).unwrap();
+                Some((
+                    p["metadata"]["name"].as_str().unwrap(),
+                    p["spec"]["nodeName"].as_str().unwrap(),
+                    cpuset["cpuset"].as_str().unwrap().to_owned(),
+                ))
+            })
+            .collect();
+        assert_eq!(
+            pinned.len(),
+            9,
+            "3 ledger-postgres + 6 worker pods: {pinned:?}"
+        );
+        let workers: Vec<_> = pinned
+            .iter()
+            .filter(|(name, _, _)| name.starts_with("worker-"))
+            .collect();
+        let (_, node, cpuset) = workers[3];
+        let cpus = nodes
+            .iter()
+            .find(|n| n["metadata"]["name"] == *node)
+            .map(|n| cpu_milli(n["status"]["capacity"]["cpu"].as_str().unwrap()) / 1000)
+            .unwrap();
+        assert!(
+            cpuset.parse::<i64>().unwrap() >= cpus,
+            "the fourth worker holds a CPU its {cpus}-CPU node does not have: {cpuset}"
+        );
+        let mut seen = HashSet::new();
+        let doubled = pinned
+            .iter()
+            .filter(|(_, node, cpuset)| !seen.insert((*node, cpuset.as_str())))
+            .count();
+        let wide = pinned.iter().filter(|(_, _, c)| c.contains('-')).count();
+        assert_eq!(
+            doubled + wide,
+            1,
+            "one worker is pinned wrongly: {pinned:?}"
         );
     }
 
