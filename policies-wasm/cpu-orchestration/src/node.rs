@@ -75,6 +75,10 @@ pub struct NodeFacts<'a> {
 pub struct Settings {
     pub selected: InvariantSet,
     pub default_bind: BindPolicy,
+    /// Some node of the cluster has a NodeResourceTopology. When none has, the cluster does
+    /// not report NRTs at all (koordlet or its CRD missing, or the backend cannot read them):
+    /// a node without one is then no evidence of drift, and H13 is not judged for it.
+    pub cluster_reports_nrt: bool,
 }
 
 /// One pod's CPU record on the node.
@@ -545,7 +549,11 @@ impl NodeCheck {
         let request = rec.request;
 
         // H13: no valid topology; nothing below can be judged against it.
-        if !topo.valid && koord && on(Invariant::H13) {
+        if !topo.valid
+            && koord
+            && on(Invariant::H13)
+            && (node.row.has_nrt || settings.cluster_reports_nrt)
+        {
             let why = if node.row.has_nrt {
                 "has no valid cpu-topology in its NodeResourceTopology"
             } else {

@@ -15,7 +15,7 @@
 use rebalancer_policy_sdk::k8s::koordinator::{KoordQos, LABEL_QOS};
 use rebalancer_policy_sdk::model::StrId;
 use rebalancer_policy_sdk::view::kv_get;
-use rebalancer_policy_sdk::{Cluster, Context, NONE, NodeRef};
+use rebalancer_policy_sdk::{Cluster, Context, LogLevel, NONE, NodeRef};
 
 use crate::annotations::{
     self, BindPolicy, LABEL_CPU_BIND_POLICY, LABEL_NUMA_ALLOCATE_STRATEGY,
@@ -116,7 +116,9 @@ fn run(
         qos: cluster.lookup(LABEL_QOS),
         cpu: cluster.lookup("cpu"),
     };
+    let cluster_reports_nrt = cluster.nodes().any(|n| n.cpu_topology().has_nrt);
     let settings = Settings {
+        cluster_reports_nrt,
         selected: args.selected(),
         default_bind: if args.default_cpu_bind_policy == "SpreadByPCPUs" {
             BindPolicy::SpreadByPCPUs
@@ -160,6 +162,18 @@ fn run(
         if relevant {
             per_node[n as usize].push(pod.id);
         }
+    }
+
+    if !settings.cluster_reports_nrt
+        && settings.selected.contains(Invariant::H13)
+        && per_node.iter().any(|pods| !pods.is_empty())
+    {
+        ctx.log(
+            LogLevel::Warn,
+            "CpuOrchestration: no node has a NodeResourceTopology (koordlet not running, its CRD \
+             not installed, or not readable by Rebalancer): a missing CPU topology is not held \
+             against pinned pods (H13), and the checks against the topology are skipped",
+        );
     }
 
     // 2. The checks.

@@ -6,6 +6,7 @@
 //! node and SMT 2, numbered like Linux: core `c` has CPUs `c` and `c + 16`; NUMA node 0 holds
 //! CPUs 0-7,16-23 and NUMA node 1 holds 8-15,24-31.
 
+use rebalancer_policy_sdk::LogLevel;
 use rebalancer_policy_sdk::k8s::koordinator::{LABEL_PRIORITY_CLASS, LABEL_QOS};
 use rebalancer_policy_sdk::testing::*;
 
@@ -497,7 +498,10 @@ fn h12_per_numa_cpu_counts_match_numa_node_resources() {
 #[test]
 fn h13_cpuset_pods_need_a_valid_cpu_topology() {
     expect_one(
-        &cluster(TestNode::new("n1")).pod(lsr("db", "4,20", "2")),
+        &TestCluster::new()
+            .node(TestNode::new("n1"))
+            .node(node("with-nrt"))
+            .pod(lsr("db", "4,20", "2")),
         "{}",
         "db",
         "H13: node n1 has no NodeResourceTopology but the pod holds cpuset 4,20",
@@ -507,6 +511,21 @@ fn h13_cpuset_pods_need_a_valid_cpu_topology() {
         "{}",
         "db",
         "H13: node n1 has no valid cpu-topology in its NodeResourceTopology",
+    );
+    // No node of the cluster has an NRT: the cluster does not report them, which is no
+    // evidence against the pod; one warning says why nothing is checked.
+    let blind = cluster(TestNode::new("n1")).pod(lsr("db", "4,20", "2"));
+    expect_none(&blind, "{}");
+    let run = blind.run::<CpuOrchestration>(Deschedule, "{}");
+    let warnings: Vec<&str> = run
+        .logs
+        .iter()
+        .filter(|l| l.level == LogLevel::Warn)
+        .map(|l| l.message.as_str())
+        .collect();
+    assert!(
+        warnings.len() == 1 && warnings[0].contains("no node has a NodeResourceTopology"),
+        "{warnings:#?}"
     );
     // No topology and no cpuset pods: nothing to say.
     expect_none(
