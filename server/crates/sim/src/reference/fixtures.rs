@@ -756,13 +756,16 @@ pub(crate) fn owner(kind: &str, name: &str, ns: &str, api: &str) -> Obj {
 
 // ------------------------------------------------------------------------- policies
 
-const DESCHEDULE_PLUGINS: [&str; 6] = [
+/// gen_large.py's `DESCHEDULE_PLUGINS`, plus CpuOrchestration (the Koordinator layer's; no
+/// gen_large.py profile names it, so the base output is unchanged).
+const DESCHEDULE_PLUGINS: [&str; 7] = [
     "RemovePodsViolatingNodeAffinity",
     "RemovePodsViolatingNodeTaints",
     "RemovePodsViolatingInterPodAntiAffinity",
     "RemovePodsHavingTooManyRestarts",
     "PodLifeTime",
     "RemoveFailedPods",
+    "CpuOrchestration",
 ];
 
 /// `profile(name, plugins)` with the default explicit, argument-less `DefaultEvictor`.

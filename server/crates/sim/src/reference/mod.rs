@@ -329,7 +329,9 @@ fn reference_profile() -> Obj {
 }
 
 /// The Koordinator profile of the layered scenario: LowNodeLoad and CpuOrchestration with
-/// Koordinator's defaults, apart from thresholds (LowNodeLoad has none by default).
+/// Koordinator's defaults, apart from thresholds (LowNodeLoad has none by default) and the
+/// anomaly detector, turned off (`consecutiveAbnormalities: 1`) so that every benchmark round
+/// does the whole balance pass instead of stopping at the detector's gate.
 fn koordinator_profile() -> Obj {
     let pct = |cpu: i64, memory: i64| obj! { "cpu" => cpu, "memory" => memory };
     profile(
@@ -337,7 +339,10 @@ fn koordinator_profile() -> Obj {
         vec![
             (
                 "LowNodeLoad",
-                obj! { "highThresholds" => pct(65, 80), "lowThresholds" => pct(35, 45) },
+                obj! {
+                    "highThresholds" => pct(65, 80), "lowThresholds" => pct(35, 45),
+                    "anomalyCondition" => obj! { "consecutiveAbnormalities" => 1 },
+                },
             ),
             ("CpuOrchestration", Obj::new()),
         ],

@@ -179,6 +179,14 @@ fn the_koordinator_layer_adds_metrics_topologies_and_cpusets_and_changes_nothing
         plugins.contains(&"LowNodeLoad") && plugins.contains(&"CpuOrchestration"),
         "{plugins:?}"
     );
+    assert_eq!(
+        profiles[1]["plugins"]["deschedule"]["enabled"],
+        serde_json::json!(["CpuOrchestration"])
+    );
+    assert_eq!(
+        profiles[1]["plugins"]["balance"]["enabled"],
+        serde_json::json!(["LowNodeLoad"])
+    );
 
     let items = layered["objects"]["items"].as_array_mut().unwrap();
     let metrics: Vec<Value> = items
