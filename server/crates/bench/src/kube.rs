@@ -71,6 +71,13 @@ pub struct KubeReport {
     /// Last write → the revision holding every update is current.
     pub updates_to_revision_ms: f64,
     pub revisions_during_updates: i64,
+    /// NodeMetrics reported again (koordlet's round: every `status.updateTime` set to now),
+    /// when the cluster has them; then a second marker pod.
+    pub metric_updates: usize,
+    pub metric_updates_write_ms: f64,
+    /// Last write → the revision holding the second marker (and so, the watches being in
+    /// order per connection, very nearly every metric) is current.
+    pub metric_updates_to_revision_ms: f64,
     pub live_run_ms: Vec<f64>,
     pub pushed_run_ms: Vec<f64>,
     pub live_run_median_ms: f64,
@@ -106,9 +113,13 @@ fn start_fake(file: &std::path::Path) -> anyhow::Result<Fake> {
             fake.display()
         );
     }
+    // The Koordinator kinds are served, so a cluster with NodeMetrics and NRTs (`generate
+    // --koordinator`) is watched whole; a List without them leaves them empty.
     let mut child = Command::new(&fake)
         .arg("--list")
         .arg(file)
+        .arg("--groups")
+        .arg("nodemetric,noderesourcetopology")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -201,6 +212,17 @@ pub fn run(args: KubeArgs) -> anyhow::Result<()> {
             .iter()
             .find(|(k, _)| k == key)
             .map(|(_, r)| r.clone())
+    };
+    let observed_at = match find("observedAt") {
+        Some(r) => {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut file = std::fs::File::open(&args.file)?;
+            file.seek(SeekFrom::Start(r.start))?;
+            let mut bytes = Vec::new();
+            file.take(r.end - r.start).read_to_end(&mut bytes)?;
+            Some(serde_json::from_slice::<String>(&bytes).context("observedAt is not a string")?)
+        }
+        None => None,
     };
     let (body, policy) = match find("objects") {
         Some(objects) => {
@@ -361,6 +383,63 @@ pub fn run(args: KubeArgs) -> anyhow::Result<()> {
             targets.len()
         );
 
+        // koordlet's round: every NodeMetric reported now (so the live runs see fresh usage).
+        let metric_names: Vec<String> =
+            get(fake_addr, "/apis/slo.koordinator.sh/v1alpha1/nodemetrics")
+                .ok()
+                .and_then(|list| {
+                    list["items"].as_array().map(|items| {
+                        items
+                            .iter()
+                            .filter_map(|m| m["metadata"]["name"].as_str().map(str::to_owned))
+                            .collect()
+                    })
+                })
+                .unwrap_or_default();
+        let (mut metric_updates_write_ms, mut metric_updates_to_revision_ms) = (0.0, 0.0);
+        if !metric_names.is_empty() {
+            let now = time::OffsetDateTime::now_utc()
+                .replace_nanosecond(0)?
+                .format(&time::format_description::well_known::Rfc3339)?;
+            let patch = json!({"status": {"updateTime": now}}).to_string();
+            let write_started = Instant::now();
+            for name in &metric_names {
+                request(
+                    fake_addr,
+                    "PATCH",
+                    &format!("/apis/slo.koordinator.sh/v1alpha1/nodemetrics/{name}/status"),
+                    "application/merge-patch+json",
+                    Body::Bytes(patch.as_bytes()),
+                )?
+                .ok_json("reporting a NodeMetric")?;
+            }
+            let marker = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "rebalancer-bench-marker-2", "namespace": marker_ns},
+                "spec": {"containers": [{"name": "c", "image": "pause"}]}
+            })
+            .to_string();
+            request(
+                fake_addr,
+                "POST",
+                &format!("/api/v1/namespaces/{marker_ns}/pods"),
+                "application/json",
+                Body::Bytes(marker.as_bytes()),
+            )?
+            .ok_json("creating the second marker pod")?;
+            metric_updates_write_ms = ms(write_started);
+            let last_write = Instant::now();
+            wait_cluster(addr, LIVE, Duration::from_secs(120), |v| {
+                v["pods"] == pods + 2
+            })?;
+            metric_updates_to_revision_ms = ms(last_write);
+            eprintln!(
+                "{} NodeMetrics reported in {metric_updates_write_ms:.0} ms; revision ready \
+                 {metric_updates_to_revision_ms:.0} ms after the last",
+                metric_names.len()
+            );
+        }
+
         // Runs: live, then the same file pushed.
         let mut live_run_ms = Vec::new();
         let mut proposals_live = 0;
@@ -372,7 +451,13 @@ pub fn run(args: KubeArgs) -> anyhow::Result<()> {
         request(
             addr,
             "PUT",
-            &format!("/api/v1/clusters/{PUSHED}/snapshot"),
+            &match &observed_at {
+                Some(at) => format!(
+                    "/api/v1/clusters/{PUSHED}/snapshot?observedAt={}",
+                    at.replace('+', "%2B")
+                ),
+                None => format!("/api/v1/clusters/{PUSHED}/snapshot"),
+            },
             "application/json",
             Body::File(&args.file, body.clone()),
         )?
@@ -396,6 +481,9 @@ pub fn run(args: KubeArgs) -> anyhow::Result<()> {
             updates_write_ms,
             updates_to_revision_ms,
             revisions_during_updates,
+            metric_updates: metric_names.len(),
+            metric_updates_write_ms,
+            metric_updates_to_revision_ms,
             live_run_median_ms: Stats::of(&live_run_ms).median,
             pushed_run_median_ms: Stats::of(&pushed_run_ms).median,
             live_run_ms,
