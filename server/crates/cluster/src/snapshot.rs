@@ -331,8 +331,8 @@ pub fn build_snapshot(
         spans[kind.table()].push(entry.span);
     }
     let mut joins = usage::Joins::default();
-    let mut usage_warnings = usage::attach(&mut ctx, objects, &mut joins);
-    usage_warnings.extend(topology::attach(&mut ctx, objects, &mut joins));
+    let mut usage_warnings = usage::attach(&mut ctx, objects, &mut joins, None);
+    usage_warnings.extend(topology::attach(&mut ctx, objects, &mut joins, None));
     let Ctx {
         builder,
         missing_creation,
@@ -499,8 +499,21 @@ struct Previous {
     tables: model::Snapshot,
     /// JSON pointer → (kind, row in its table, PDB without status).
     rows: std::collections::HashMap<usize, (ObjectKind, u32, Option<String>), convert::FxBuild>,
+    /// The usage objects and NRTs as read, by JSON pointer (see `usage::Reuse`); their
+    /// resource ids are the builder's, which a reset of the string table drops with them.
+    usage: usage::ParseCache<usage::Parsed>,
+    topology: usage::ParseCache<topology::ParsedNrt>,
     /// Keeps every pointer above alive (so none can be reused by another object's JSON).
     _store: Arc<JsonStore>,
+}
+
+impl Previous {
+    fn empty_caches() -> (
+        usage::ParseCache<usage::Parsed>,
+        usage::ParseCache<topology::ParsedNrt>,
+    ) {
+        Default::default()
+    }
 }
 
 fn json_key(json: &PackedJson) -> usize {
@@ -586,8 +599,21 @@ impl LiveRows {
             }
             spans[kind.table()].push(entry.span);
         }
+        let no_cache = Previous::empty_caches();
+        let (previous_usage, previous_topology) = previous
+            .as_ref()
+            .map_or((&no_cache.0, &no_cache.1), |p| (&p.usage, &p.topology));
         let mut joins = usage::Joins::default();
-        let usage_warnings = usage::attach(&mut ctx, objects, &mut joins);
+        let mut next_usage = usage::ParseCache::default();
+        let usage_warnings = usage::attach(
+            &mut ctx,
+            objects,
+            &mut joins,
+            Some(usage::Reuse {
+                previous: previous_usage,
+                next: &mut next_usage,
+            }),
+        );
         for problem in left_out {
             left_out_warnings.push(IngestWarning::new(
                 WarningCode::InvalidObject,
@@ -596,7 +622,16 @@ impl LiveRows {
             ));
         }
         left_out_warnings.extend(usage_warnings);
-        left_out_warnings.extend(topology::attach(&mut ctx, objects, &mut joins));
+        let mut next_topology = usage::ParseCache::default();
+        left_out_warnings.extend(topology::attach(
+            &mut ctx,
+            objects,
+            &mut joins,
+            Some(usage::Reuse {
+                previous: previous_topology,
+                next: &mut next_topology,
+            }),
+        ));
         let missing_creation = std::mem::take(&mut ctx.missing_creation);
         self.builder = ctx.builder;
         // The previous tables are spent (their reused rows were moved out).
@@ -630,6 +665,8 @@ impl LiveRows {
         self.previous = Some(Previous {
             tables: model,
             rows,
+            usage: next_usage,
+            topology: next_topology,
             _store: objects.store.clone(),
         });
         Ok(snapshot)

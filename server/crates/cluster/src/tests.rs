@@ -1583,7 +1583,7 @@ fn usage_comes_from_node_metrics_then_metrics_api_and_bad_usage_is_a_located_war
     );
 
     // A live build reads the same usage.
-    let (_, live_set) = shared_set(&items);
+    let (objects, live_set) = shared_set(&items);
     let mut live = LiveRows::default();
     let full = build_snapshot(&live_set, 2, 0).unwrap();
     let incremental = live.build(&live_set, 2, 0).unwrap();
@@ -1592,6 +1592,37 @@ fn usage_comes_from_node_metrics_then_metrics_api_and_bad_usage_is_a_located_war
         node_utilization(incremental.cluster())
     );
     assert_eq!(full.warnings, incremental.warnings);
+
+    // koordlet reports n1 again: the next live build reads the new NodeMetric and keeps the
+    // metrics it had read of the unchanged objects (same JSON), and still equals a full build.
+    let mut items = items;
+    let m = items
+        .iter_mut()
+        .find(|o| o["kind"] == "NodeMetric" && o["metadata"]["name"] == "n1")
+        .unwrap();
+    m["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"] = serde_json::json!("8");
+    let (mut next, _) = shared_set(&items);
+    for o in &mut next {
+        if let Some(p) = objects
+            .iter()
+            .find(|p| p.name == o.name && p.kind == o.kind && p.json == o.json)
+        {
+            o.json = p.json.clone();
+        }
+    }
+    let set = ObjectSet::from_shared(next).unwrap();
+    let full = build_snapshot(&set, 3, 0).unwrap();
+    let incremental = live.build(&set, 3, 0).unwrap();
+    assert_eq!(
+        node_utilization(full.cluster()),
+        node_utilization(incremental.cluster())
+    );
+    assert_eq!(full.warnings, incremental.warnings);
+    let n1 = node_utilization(incremental.cluster())
+        .into_iter()
+        .find(|n| n.name == "n1")
+        .unwrap();
+    assert_eq!(n1.usage.unwrap().used.cpu_milli, 8_000);
 }
 
 #[test]

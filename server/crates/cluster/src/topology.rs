@@ -22,7 +22,7 @@ use serde::Deserialize;
 
 use super::convert::Ctx;
 use super::objects::{Kind, ObjectSet};
-use super::usage::Joins;
+use super::usage::{Joins, Reuse};
 use super::wire::{ObjectMeta, Qty};
 use super::{IngestWarning, WarningCode, sample_list};
 
@@ -138,7 +138,12 @@ struct SystemQosJson {
 
 /// Fill the node CPU topology table of the snapshot being built in `ctx` (its node and pod rows
 /// are complete) from the NodeResourceTopology objects of `objects` and the nodes' annotations.
-pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet, joins: &mut Joins) -> Vec<IngestWarning> {
+pub(crate) fn attach(
+    ctx: &mut Ctx,
+    objects: &ObjectSet,
+    joins: &mut Joins,
+    mut reuse: Option<Reuse<'_, ParsedNrt>>,
+) -> Vec<IngestWarning> {
     let mut problems: Vec<String> = Vec::new();
     let tables = ctx.builder.snapshot();
     let node_count = tables.nodes.len();
@@ -148,48 +153,37 @@ pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet, joins: &mut Joins) -> V
         matches!(&e.kind, Kind::Other(k) if &**k == KIND)
             && e.api_version.split_once('/').map_or("", |(g, _)| g) == GROUP
     }) {
-        let text = objects.store.get(entry.span);
-        let nrt: Nrt<'_> = match serde_json::from_str(&text) {
-            Ok(n) => n,
+        let name = &*entry.name;
+        let parsed = Reuse::get_or_parse(&mut reuse, objects, entry, |text| {
+            let nrt: Nrt<'_> = serde_json::from_str(text).map_err(|e| e.to_string())?;
+            Ok(parse_nrt(
+                ctx,
+                &nrt,
+                &format!("NodeResourceTopology {name}"),
+            ))
+        });
+        let parsed = match parsed {
+            Ok(p) => p,
             Err(e) => {
-                problems.push(format!("NodeResourceTopology {}: {e}", entry.name));
+                problems.push(format!("NodeResourceTopology {name}: {e}"));
                 continue;
             }
         };
-        let name = &*entry.name;
         let Some(node) = joins.node(ctx, name) else {
             problems.push(format!("NodeResourceTopology {name}: no such node"));
             continue;
         };
-        let what = format!("NodeResourceTopology {name}");
+        problems.extend(parsed.problems.iter().cloned());
         let t = &mut topology[node];
-        t.has_nrt = true;
-        t.topology_policies = nrt
-            .topology_policies
-            .iter()
-            .flatten()
-            .map(|p| ctx.builder.intern(p))
-            .collect();
-        for (i, z) in nrt.zones.iter().flatten().enumerate() {
-            match zone(ctx, z) {
-                Ok(z) => t.zones.push(z),
-                Err(e) => problems.push(format!("{what}: zones[{i}]: {e}")),
-            }
+        *t = parsed.topology.clone();
+        // koordlet names the kubelet-pinned pods; join them to this snapshot's pods.
+        for alloc in &mut t.pod_allocs {
+            let (namespace, pod) = (
+                ctx.builder.str(alloc.namespace).to_owned(),
+                ctx.builder.str(alloc.name).to_owned(),
+            );
+            alloc.pod = joins.pod(ctx, &namespace, &pod).map_or(NONE, |i| i as u32);
         }
-        let annotations: HashMap<&str, &str> = nrt
-            .metadata
-            .annotations
-            .as_ref()
-            .map(|m| m.0.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect())
-            .unwrap_or_default();
-        read_annotations(
-            ctx,
-            joins,
-            t,
-            &|key| annotations.get(key).copied(),
-            &what,
-            &mut problems,
-        );
     }
 
     // The node's own copies of the reservation and system-QoS annotations, where the NRT has
@@ -274,9 +268,53 @@ fn cpus(text: &str, field: &str) -> Result<Vec<u32>, String> {
 }
 
 /// koordlet's annotations, read through `get` (the NRT's annotations).
+/// An NRT as read from its JSON, before it is joined to the snapshot's node and pods (its
+/// `pod_allocs` have no pod index yet): what a live build keeps while the NRT is unchanged.
+pub(crate) struct ParsedNrt {
+    topology: NodeCpuTopology,
+    /// The parts that could not be read, each named.
+    problems: Vec<String>,
+}
+
+fn parse_nrt(ctx: &mut Ctx, nrt: &Nrt<'_>, what: &str) -> ParsedNrt {
+    let mut problems = Vec::new();
+    let mut t = NodeCpuTopology {
+        has_nrt: true,
+        ..NodeCpuTopology::default()
+    };
+    t.topology_policies = nrt
+        .topology_policies
+        .iter()
+        .flatten()
+        .map(|p| ctx.builder.intern(p))
+        .collect();
+    for (i, z) in nrt.zones.iter().flatten().enumerate() {
+        match zone(ctx, z) {
+            Ok(z) => t.zones.push(z),
+            Err(e) => problems.push(format!("{what}: zones[{i}]: {e}")),
+        }
+    }
+    let annotations: HashMap<&str, &str> = nrt
+        .metadata
+        .annotations
+        .as_ref()
+        .map(|m| m.0.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect())
+        .unwrap_or_default();
+    read_annotations(
+        ctx,
+        &mut t,
+        &|key| annotations.get(key).copied(),
+        what,
+        &mut problems,
+    );
+    ParsedNrt {
+        topology: t,
+        problems,
+    }
+}
+
 fn read_annotations<'a>(
     ctx: &mut Ctx,
-    joins: &mut Joins,
     t: &mut NodeCpuTopology,
     get: &dyn Fn(&str) -> Option<&'a str>,
     what: &str,
@@ -336,14 +374,12 @@ fn read_annotations<'a>(
                 for (i, a) in list.into_iter().flatten().enumerate() {
                     match cpus(&a.cpuset, &format!("[{i}].cpuset")) {
                         Ok(set) => {
-                            let pod = joins
-                                .pod(ctx, &a.namespace, &a.name)
-                                .map_or(NONE, |i| i as u32);
                             t.pod_allocs.push(PodCpuAlloc {
                                 namespace: ctx.builder.intern(&a.namespace),
                                 name: ctx.builder.intern(&a.name),
                                 uid: ctx.builder.intern(&a.uid),
-                                pod,
+                                // Joined to the snapshot's pods by `attach`.
+                                pod: NONE,
                                 cpus: set,
                                 managed_by_kubelet: a.managed_by_kubelet,
                             });

@@ -15,6 +15,7 @@
 //! NodeMetrics; a pod's from its NodeMetric entry, else from its PodMetrics.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rebalancer_policy_sdk::model::{NodeUsage, PodUsage, Quantity, StrId, UsageSource};
 use serde::Deserialize;
@@ -141,6 +142,67 @@ struct ContainerMetrics<'a> {
     usage: Option<QtyMap<'a>>,
 }
 
+// ------------------------------------------------------------------------------ parse cache
+
+/// A usage object as read from its JSON, before it is joined to the snapshot's rows: what a
+/// live build keeps while the object's JSON is unchanged, so a revision re-reads only the
+/// metrics that changed (its quantities' resource ids stay valid while the string table does).
+pub(crate) enum Parsed {
+    /// `None`: no `status` yet (Koordinator skips such a node).
+    NodeMetric(Option<ParsedNodeMetric>),
+    NodeMetrics {
+        update_ms: Option<i64>,
+        window_ms: Option<i64>,
+        usage: Vec<Quantity>,
+    },
+    PodMetrics {
+        total: Vec<Quantity>,
+    },
+}
+
+pub(crate) struct ParsedNodeMetric {
+    update_ms: Option<i64>,
+    window_ms: Option<i64>,
+    node_total: Vec<Quantity>,
+    system: Vec<Quantity>,
+    /// `(namespace, name, usage)` of each `podsMetric` entry.
+    pods: Vec<(String, String, Vec<Quantity>)>,
+}
+
+/// Parsed usage objects by the key of their packed JSON (see `PackedJson::key`), with the
+/// error text of those that could not be read.
+pub(crate) type ParseCache<T> = HashMap<usize, Result<Arc<T>, String>>;
+
+/// The cache a live build reads (`previous`) and the one it fills for the next (`next`: only
+/// the objects of this build, so deleted ones are forgotten).
+pub(crate) struct Reuse<'c, T> {
+    pub previous: &'c ParseCache<T>,
+    pub next: &'c mut ParseCache<T>,
+}
+
+impl<T> Reuse<'_, T> {
+    /// The object at `entry` parsed, from the previous build when its JSON is the same object.
+    pub(crate) fn get_or_parse(
+        reuse: &mut Option<Reuse<'_, T>>,
+        objects: &ObjectSet,
+        entry: &Entry,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<Arc<T>, String> {
+        let key = objects.store.shared(entry.span).map(|json| json.key());
+        if let (Some(reuse), Some(key)) = (reuse.as_mut(), key)
+            && let Some(found) = reuse.previous.get(&key)
+        {
+            reuse.next.insert(key, found.clone());
+            return found.clone();
+        }
+        let parsed = parse(&objects.store.get(entry.span)).map(Arc::new);
+        if let (Some(reuse), Some(key)) = (reuse.as_mut(), key) {
+            reuse.next.insert(key, parsed.clone());
+        }
+        parsed
+    }
+}
+
 // ------------------------------------------------------------------------------------- attach
 
 /// What went wrong, gathered into one warning per code.
@@ -152,7 +214,12 @@ struct Problems {
 
 /// Fill the node and pod usage tables of the snapshot being built in `ctx` (its node and pod
 /// rows are complete) from the usage objects of `objects`; the warnings of what was left out.
-pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet, joins: &mut Joins) -> Vec<IngestWarning> {
+pub(crate) fn attach(
+    ctx: &mut Ctx,
+    objects: &ObjectSet,
+    joins: &mut Joins,
+    mut reuse: Option<Reuse<'_, Parsed>>,
+) -> Vec<IngestWarning> {
     let mut problems = Problems::default();
     let tables = ctx.builder.snapshot();
     let node_count = tables.nodes.len();
@@ -206,7 +273,6 @@ pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet, joins: &mut Joins) -> V
     let mut usage_entries = usage_entries;
     usage_entries.sort_by_key(order);
     for entry in usage_entries {
-        let text = objects.store.get(entry.span);
         let obj = Named {
             namespace: &entry.namespace,
             name: &entry.name,
@@ -216,29 +282,50 @@ pub(crate) fn attach(ctx: &mut Ctx, objects: &ObjectSet, joins: &mut Joins) -> V
                 qualified(&entry.namespace, &entry.name)
             ),
         };
-        let result = match entry.kind.as_str() {
-            "NodeMetric" => serde_json::from_str::<NodeMetric<'_>>(&text)
+        let kind = entry.kind.as_str();
+        let parsed = Reuse::get_or_parse(&mut reuse, objects, entry, |text| match kind {
+            "NodeMetric" => serde_json::from_str::<NodeMetric<'_>>(text)
                 .map_err(|e| e.to_string())
-                .and_then(|m| {
-                    node_metric(
-                        ctx,
-                        &m,
-                        joins,
-                        &mut node_usage,
-                        &mut pod_usage,
-                        &obj,
-                        &mut problems,
-                    )
-                }),
-            "NodeMetrics" => serde_json::from_str::<NodeMetrics<'_>>(&text)
+                .and_then(|m| parse_node_metric(ctx, &m)),
+            "NodeMetrics" => serde_json::from_str::<NodeMetrics<'_>>(text)
                 .map_err(|e| e.to_string())
-                .and_then(|m| node_metrics(ctx, &m, joins, &mut node_usage, &obj, &mut problems)),
-            _ => serde_json::from_str::<PodMetrics<'_>>(&text)
+                .and_then(|m| parse_node_metrics(ctx, &m)),
+            _ => serde_json::from_str::<PodMetrics<'_>>(text)
                 .map_err(|e| e.to_string())
-                .and_then(|m| pod_metrics(ctx, &m, joins, &mut pod_usage, &obj, &mut problems)),
+                .and_then(|m| parse_pod_metrics(ctx, &m)),
+        });
+        let parsed = match parsed {
+            Ok(p) => p,
+            Err(e) => {
+                problems.invalid.push(format!("{}: {e}", obj.what));
+                continue;
+            }
         };
-        if let Err(e) = result {
-            problems.invalid.push(format!("{}: {e}", obj.what));
+        match &*parsed {
+            Parsed::NodeMetric(m) => node_metric(
+                ctx,
+                m.as_ref(),
+                joins,
+                &mut node_usage,
+                &mut pod_usage,
+                &obj,
+                &mut problems,
+            ),
+            Parsed::NodeMetrics {
+                update_ms,
+                window_ms,
+                usage,
+            } => node_metrics(
+                ctx,
+                (*update_ms, *window_ms, usage),
+                joins,
+                &mut node_usage,
+                &obj,
+                &mut problems,
+            ),
+            Parsed::PodMetrics { total } => {
+                pod_metrics(ctx, total, joins, &mut pod_usage, &obj, &mut problems)
+            }
         }
     }
 
@@ -338,7 +425,15 @@ fn add(a: &mut Vec<Quantity>, b: &[Quantity]) {
 #[derive(Default)]
 pub(crate) struct Joins {
     nodes: Option<HashMap<String, usize>>,
-    pods: Option<HashMap<(StrId, String), usize>>,
+    /// Pods by namespace and the hash of their name, checked against the name on lookup (no
+    /// copy of 150,000 names per build); the rare second pod of a hash is in `pods_clashing`.
+    pods: Option<HashMap<(StrId, u64), usize, convert::FxBuild>>,
+    pods_clashing: HashMap<(StrId, String), usize>,
+}
+
+fn name_hash(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    convert::FxBuild::default().hash_one(name)
 }
 
 impl Joins {
@@ -359,38 +454,34 @@ impl Joins {
     /// The index of pod `namespace/name`.
     pub(crate) fn pod(&mut self, ctx: &Ctx, namespace: &str, name: &str) -> Option<usize> {
         let ns = ctx.builder.lookup(namespace)?;
+        let pods = &ctx.builder.snapshot().pods;
+        let clashing = &mut self.pods_clashing;
         let index = self.pods.get_or_insert_with(|| {
-            ctx.builder
-                .snapshot()
-                .pods
-                .iter()
-                .enumerate()
-                .map(|(i, p)| ((p.namespace, p.name.clone()), i))
-                .collect()
+            let mut index =
+                HashMap::with_capacity_and_hasher(pods.len(), convert::FxBuild::default());
+            for (i, p) in pods.iter().enumerate() {
+                match index.entry((p.namespace, name_hash(&p.name))) {
+                    std::collections::hash_map::Entry::Occupied(_) => {
+                        clashing.insert((p.namespace, p.name.clone()), i);
+                    }
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        slot.insert(i);
+                    }
+                }
+            }
+            index
         });
-        index.get(&(ns, name.to_owned())).copied()
+        match index.get(&(ns, name_hash(name))) {
+            Some(&i) if pods[i].name == name => Some(i),
+            Some(_) => clashing.get(&(ns, name.to_owned())).copied(),
+            None => None,
+        }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn node_metric(
-    ctx: &mut Ctx,
-    m: &NodeMetric<'_>,
-    joins: &mut Joins,
-    node_usage: &mut [NodeUsage],
-    pod_usage: &mut [PodUsage],
-    obj: &Named<'_>,
-    problems: &mut Problems,
-) -> Result<(), String> {
-    let Some(node) = joins.node(ctx, obj.name) else {
-        problems
-            .orphans
-            .push(format!("{} (no such node)", obj.what));
-        return Ok(());
-    };
+fn parse_node_metric(ctx: &mut Ctx, m: &NodeMetric<'_>) -> Result<Parsed, String> {
     let Some(status) = &m.status else {
-        // Not reported yet: Koordinator skips the node; so do we (no usage).
-        return Ok(());
+        return Ok(Parsed::NodeMetric(None));
     };
     let update_ms = time(&status.update_time, "status.updateTime")?;
     let (node_total, system) = match &status.node_metric {
@@ -408,22 +499,18 @@ fn node_metric(
         ),
         None => (Vec::new(), Vec::new()),
     };
-    let mut gone = Vec::new();
-    let mut entries = Vec::new();
+    let mut pods = Vec::new();
     for (i, p) in status.pods_metric.iter().flatten().enumerate() {
         let usage = resources(
             ctx,
             &p.pod_usage,
             &format!("status.podsMetric[{i}].podUsage.resources"),
         )?;
-        let (ns, pod) = (
-            p.namespace.as_deref().unwrap_or(""),
-            p.name.as_deref().unwrap_or(""),
-        );
-        match joins.pod(ctx, ns, pod) {
-            Some(index) => entries.push((index, usage)),
-            None => add(&mut gone, &usage),
-        }
+        pods.push((
+            p.namespace.as_deref().unwrap_or("").to_owned(),
+            p.name.as_deref().unwrap_or("").to_owned(),
+            usage,
+        ));
     }
     let window_ms = m
         .spec
@@ -432,81 +519,125 @@ fn node_metric(
         .and_then(|p| p.aggregate_duration_seconds)
         .filter(|&s| s > 0)
         .map(|s| s.saturating_mul(1000));
-    node_usage[node] = NodeUsage {
-        source: UsageSource::NodeMetric,
+    Ok(Parsed::NodeMetric(Some(ParsedNodeMetric {
         update_ms,
         window_ms,
-        node: node_total,
+        node_total,
         system,
-        gone_pods: gone,
-        raw_allocatable: std::mem::take(&mut node_usage[node].raw_allocatable),
-    };
-    for (index, usage) in entries {
-        pod_usage[index] = PodUsage {
-            source: UsageSource::NodeMetric,
-            usage,
-        };
-    }
-    Ok(())
+        pods,
+    })))
 }
 
-fn node_metrics(
+#[allow(clippy::too_many_arguments)]
+fn node_metric(
     ctx: &mut Ctx,
-    m: &NodeMetrics<'_>,
+    m: Option<&ParsedNodeMetric>,
     joins: &mut Joins,
     node_usage: &mut [NodeUsage],
+    pod_usage: &mut [PodUsage],
     obj: &Named<'_>,
     problems: &mut Problems,
-) -> Result<(), String> {
+) {
     let Some(node) = joins.node(ctx, obj.name) else {
         problems
             .orphans
             .push(format!("{} (no such node)", obj.what));
-        return Ok(());
+        return;
     };
+    let Some(m) = m else {
+        // Not reported yet: Koordinator skips the node; so do we (no usage).
+        return;
+    };
+    let mut gone = Vec::new();
+    for (ns, pod, usage) in &m.pods {
+        match joins.pod(ctx, ns, pod) {
+            Some(index) => {
+                pod_usage[index] = PodUsage {
+                    source: UsageSource::NodeMetric,
+                    usage: usage.clone(),
+                }
+            }
+            None => add(&mut gone, usage),
+        }
+    }
+    node_usage[node] = NodeUsage {
+        source: UsageSource::NodeMetric,
+        update_ms: m.update_ms,
+        window_ms: m.window_ms,
+        node: m.node_total.clone(),
+        system: m.system.clone(),
+        gone_pods: gone,
+        raw_allocatable: std::mem::take(&mut node_usage[node].raw_allocatable),
+    };
+}
+
+fn parse_node_metrics(ctx: &mut Ctx, m: &NodeMetrics<'_>) -> Result<Parsed, String> {
     let update_ms = time(&m.timestamp, "timestamp")?;
     let window_ms = match m.window.as_deref() {
         None | Some("") => None,
         Some(w) => Some(duration_ms(w).ok_or_else(|| format!("window: {w:?} is not a duration"))?),
     };
     let usage = quantities(ctx, &m.usage, "usage")?;
+    Ok(Parsed::NodeMetrics {
+        update_ms,
+        window_ms,
+        usage,
+    })
+}
+
+fn node_metrics(
+    ctx: &mut Ctx,
+    (update_ms, window_ms, usage): (Option<i64>, Option<i64>, &[Quantity]),
+    joins: &mut Joins,
+    node_usage: &mut [NodeUsage],
+    obj: &Named<'_>,
+    problems: &mut Problems,
+) {
+    let Some(node) = joins.node(ctx, obj.name) else {
+        problems
+            .orphans
+            .push(format!("{} (no such node)", obj.what));
+        return;
+    };
     node_usage[node] = NodeUsage {
         source: UsageSource::MetricsApi,
         update_ms,
         window_ms,
-        node: usage,
+        node: usage.to_vec(),
         system: Vec::new(),
         gone_pods: Vec::new(),
         raw_allocatable: std::mem::take(&mut node_usage[node].raw_allocatable),
     };
-    Ok(())
 }
 
-fn pod_metrics(
-    ctx: &mut Ctx,
-    m: &PodMetrics<'_>,
-    joins: &mut Joins,
-    pod_usage: &mut [PodUsage],
-    obj: &Named<'_>,
-    problems: &mut Problems,
-) -> Result<(), String> {
+fn parse_pod_metrics(ctx: &mut Ctx, m: &PodMetrics<'_>) -> Result<Parsed, String> {
     time(&m.timestamp, "timestamp")?;
     let mut total = Vec::new();
     for (i, c) in m.containers.iter().flatten().enumerate() {
         let usage = quantities(ctx, &c.usage, &format!("containers[{i}].usage"))?;
         add(&mut total, &usage);
     }
+    Ok(Parsed::PodMetrics { total })
+}
+
+fn pod_metrics(
+    ctx: &mut Ctx,
+    total: &[Quantity],
+    joins: &mut Joins,
+    pod_usage: &mut [PodUsage],
+    obj: &Named<'_>,
+    problems: &mut Problems,
+) {
     let Some(index) = joins.pod(ctx, obj.namespace, obj.name) else {
         problems.orphans.push(format!("{} (no such pod)", obj.what));
-        return Ok(());
+        return;
     };
     if pod_usage[index].source == UsageSource::None {
         pod_usage[index] = PodUsage {
             source: UsageSource::MetricsApi,
-            usage: total,
+            usage: total.to_vec(),
         };
     }
-    Ok(())
 }
 
 #[cfg(test)]
