@@ -480,8 +480,10 @@ fn assemble(
 /// decoding it again, and decodes the others; strings are interned into one table kept across
 /// builds, so moved rows stay valid. The result holds the same rows in the same order as
 /// [`build_snapshot`] of the same set; only string ids may differ (interning order). Strings of
-/// objects gone stay in the table until as many rows were converted as the cluster holds
-/// objects; then the next build starts a new table. Pods without a creation timestamp (their
+/// objects gone stay in the table until as many rows were converted *again* (after the first
+/// build) as the cluster holds objects; then the next build starts a new table. (Counting the
+/// first build's rows too, as this once did, restarted the table at the first change after the
+/// initial sync, and every second revision after that was a full build.) Pods without a creation timestamp (their
 /// age counts from the snapshot time) are always converted again. Unlike [`build_snapshot`],
 /// which refuses a document with an object it cannot model, a live build leaves such an object
 /// out and names it in a [`WarningCode::InvalidObject`] warning: one odd object must not stop
@@ -534,8 +536,9 @@ impl LiveRows {
         time_ms: i64,
     ) -> Result<ClusterSnapshot, IngestError> {
         let modelled = modelled(objects);
-        if self.converted > modelled.len().max(1024) {
-            // Enough churn that the table may hold as many dead strings as live ones.
+        if self.converted > 2 * modelled.len().max(1024) {
+            // Enough churn (the first build converts every row once) that the table may hold
+            // as many dead strings as live ones.
             *self = LiveRows::default();
         }
         let mut previous = self.previous.take();

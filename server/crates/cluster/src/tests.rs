@@ -1257,6 +1257,44 @@ fn shared_set(items: &[serde_json::Value]) -> (Vec<SharedObject>, ObjectSet) {
 }
 
 #[test]
+fn the_live_string_table_restarts_only_after_as_many_conversions_again_as_rows() {
+    use crate::fixtures::{node, pod};
+    let mut items = vec![
+        node("n1", "4", "8Gi"),
+        pod("shop", "web-1", Some("n1"), "100m", "64Mi", None),
+        pod("shop", "web-2", Some("n1"), "100m", "64Mi", None),
+    ];
+    let mut live = LiveRows::default();
+    let mut previous: Option<Vec<SharedObject>> = None;
+    let mut counts = Vec::new();
+    for round in 0..2100 {
+        items[1]["metadata"]["labels"]["round"] = serde_json::json!(round.to_string());
+        let (mut objects, _) = shared_set(&items);
+        if let Some(prev) = &previous {
+            for o in &mut objects {
+                if let Some(p) = prev.iter().find(|p| p.name == o.name && p.json == o.json) {
+                    o.json = p.json.clone();
+                }
+            }
+        }
+        let set = ObjectSet::from_shared(objects.clone()).unwrap();
+        live.build(&set, round + 1, 0).unwrap();
+        counts.push(live.rows_converted());
+        previous = Some(objects);
+    }
+    // The first build converts the three rows, each later one the changed pod only, without a
+    // restart at the first change (as there once was) ...
+    assert_eq!(&counts[..3], [3, 4, 5]);
+    let restart = counts.windows(2).position(|w| w[1] < w[0]);
+    // ... until 2 × 1024 rows were converted (the minimum table size), then the table restarts.
+    assert_eq!(restart, Some(2046), "{:?}", &counts[2040..2050]);
+    assert_eq!(
+        counts[2047], 3,
+        "the restarted table converts every row once"
+    );
+}
+
+#[test]
 fn live_rows_build_what_a_full_build_builds_and_reuse_unchanged_rows() {
     use crate::fixtures::{node, pdb, pod};
     let mut items = vec![
