@@ -19,6 +19,7 @@ pub mod action {
     pub const PROFILE_PUT: &str = "profile.put";
     pub const PROFILE_DELETE: &str = "profile.delete";
     pub const SNAPSHOT_PUSH: &str = "cluster.snapshot";
+    pub const CLUSTER_DELETE: &str = "cluster.delete";
     pub const RUN_CREATE: &str = "run.create";
     pub const TOKEN_CREATE: &str = "token.create";
     pub const TOKEN_DELETE: &str = "token.delete";

@@ -102,6 +102,21 @@ impl Ingest {
         }
     }
 
+    /// Delete a pushed cluster (see [`Store::delete_cluster`]) and forget its in-memory
+    /// state, one change at a time with pushes.
+    pub async fn delete_cluster(
+        &self,
+        name: &str,
+        actor: &str,
+    ) -> Result<store::ClusterDeletion, store::StoreError> {
+        let _one_at_a_time = self.lock.lock().await;
+        let outcome = self.store.delete_cluster(name, actor).await?;
+        if matches!(outcome, store::ClusterDeletion::Deleted(_)) {
+            self.clusters.remove(name);
+        }
+        Ok(outcome)
+    }
+
     /// Replace (or create) a cluster's state from a Kubernetes `List` document: parse, build
     /// the snapshot, persist in one transaction, and only then swap the in-memory snapshot.
     /// On any error the previous state is untouched.

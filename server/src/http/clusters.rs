@@ -19,7 +19,7 @@ use super::page::{Page, invalid_cursor};
 use super::timestamp;
 use crate::audit::{self, action, kind};
 use rebalancer_cluster::{self as cluster, ClusterSnapshot, IngestWarning, NodeUtilization};
-use rebalancer_store::ClusterRecord;
+use rebalancer_store::{ClusterDeletion, ClusterRecord};
 
 /// A cluster and the state it holds.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -273,6 +273,96 @@ pub async fn put_snapshot(
             cluster: view(&state, outcome.record)?,
         }),
     ))
+}
+
+/// What deleting a cluster removed.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterDeleted {
+    pub name: String,
+    /// Stored objects of its state.
+    pub objects: i64,
+    /// Policy state scopes that went with it (cooldowns, LowNodeLoad's detectors…).
+    pub policy_state_scopes: i64,
+    /// Ids of the schedules that ran profiles on it, deleted.
+    pub schedules_deleted: Vec<i64>,
+    /// Its open proposals, marked expired.
+    pub decisions_expired: u64,
+}
+
+/// Delete a pushed cluster: its state, its policy state (cooldowns, detectors) and the
+/// schedules that run on it; its open proposals are marked expired. Runs, decisions and pod
+/// migrations stay, as history under the cluster's name. Refused for a Kubernetes cluster this
+/// server watches (remove it from `--kube-cluster` instead) and while one of its pod
+/// migrations is unfinished.
+#[utoipa::path(delete, path = "/api/v1/clusters/{name}", tag = "clusters",
+    params(("name" = String, Path, description = "Cluster name")),
+    responses(
+        (status = 200, description = "Deleted", body = ClusterDeleted),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "A watched Kubernetes cluster (`cluster_is_live`), or pod \
+            migrations in flight (`pod_migrations_in_flight`, their ids in `details`)",
+            body = ErrorBody),
+    ))]
+pub async fn delete_cluster(
+    State(state): State<AppState>,
+    actor: Actor,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<ClusterDeleted>, ApiError> {
+    if let Some(view) = state.managed.view(&name) {
+        return Err(ApiError::conflict(
+            "cluster_is_live",
+            format!(
+                "cluster \"{name}\" is a Kubernetes cluster this server watches ({}); remove it \
+                 from the server's --kube-cluster settings instead",
+                view.api_server
+            ),
+        ));
+    }
+    let delete = {
+        let (state, name, actor) = (state.clone(), name.clone(), actor.name.clone());
+        async move { state.ingest.delete_cluster(&name, &actor).await }
+    };
+    let outcome = state
+        .in_flight
+        .detached(delete)
+        .await
+        .map_err(|e| ApiError::internal("cluster deletion task failed", e))??;
+    let deleted = match outcome {
+        ClusterDeletion::Deleted(d) => d,
+        ClusterDeletion::MigrationsInFlight(ids) => {
+            return Err(ApiError::conflict(
+                "pod_migrations_in_flight",
+                format!(
+                    "cluster \"{name}\" has {} unfinished pod migration(s) ({}); wait for them \
+                     or abort them first",
+                    ids.len(),
+                    ids.iter()
+                        .map(i64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+            .with_details(json!({ "podMigrations": ids })));
+        }
+    };
+    let body = ClusterDeleted {
+        name: name.clone(),
+        objects: deleted.objects,
+        policy_state_scopes: deleted.policy_state_scopes,
+        schedules_deleted: deleted.schedules,
+        decisions_expired: deleted.expired_decisions,
+    };
+    audit::record(
+        &state.store,
+        &actor,
+        action::CLUSTER_DELETE,
+        kind::CLUSTER,
+        &name,
+        Some(serde_json::to_value(&body).unwrap_or_default()),
+    )
+    .await;
+    Ok(Json(body))
 }
 
 /// List clusters.

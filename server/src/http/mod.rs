@@ -116,7 +116,10 @@ fn api_routes(body_limit: usize) -> OpenApiRouter<AppState> {
         .layer(DefaultBodyLimit::disable());
     let rest = OpenApiRouter::new()
         .routes(utoipa_axum::routes!(clusters::list_clusters))
-        .routes(utoipa_axum::routes!(clusters::get_cluster))
+        .routes(utoipa_axum::routes!(
+            clusters::get_cluster,
+            clusters::delete_cluster
+        ))
         .routes(utoipa_axum::routes!(clusters::list_nodes))
         .routes(utoipa_axum::routes!(clusters::list_pods))
         .routes(utoipa_axum::routes!(

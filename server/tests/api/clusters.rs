@@ -368,3 +368,80 @@ async fn nodes_show_measured_usage_beside_requests_and_bad_usage_is_a_warning_no
     assert_eq!(n2["usage"]["windowMs"], 30_000);
     assert_eq!(by_name(&nodes["items"], "n3")["usage"], Value::Null);
 }
+
+#[tokio::test]
+async fn deleting_a_cluster_takes_its_state_schedules_and_open_proposals_and_keeps_history() {
+    let server = TestServer::start_with(|s| s.demo = false).await;
+    let pushed = server.push("east", &small_cluster()).await;
+    server.push("west", &small_cluster()).await;
+    let profile = json!({
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "profiles": [{
+            "name": "calm",
+            "pluginConfig": [
+                {"name": "DefaultEvictor", "args": {"cooldown": "1h"}},
+                {"name": "RemoveDuplicates"}
+            ],
+            "plugins": {"balance": {"enabled": ["RemoveDuplicates"]}}
+        }]
+    });
+    server.put_profile("calm", &profile).await;
+    // A run with proposals: the cooldown is kept in the cluster's policy state.
+    let (_, run) = server.run("east", "calm").await;
+    assert_eq!(run["proposals"], 2, "{run:#}");
+    let (status, schedule) = server
+        .post_json(
+            "/api/v1/schedules",
+            &json!({"cluster": "east", "profile": "calm", "intervalSeconds": 3600}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{schedule:#}");
+
+    let (status, deleted) = server.delete("/api/v1/clusters/east").await;
+    assert_eq!(status, StatusCode::OK, "{deleted:#}");
+    assert_eq!(deleted["name"], "east");
+    assert_eq!(
+        deleted["objects"], pushed["objects"],
+        "{deleted:#} {pushed:#}"
+    );
+    assert_eq!(deleted["policyStateScopes"], 1, "{deleted:#}");
+    assert_eq!(deleted["schedulesDeleted"], json!([schedule["id"]]));
+    assert_eq!(deleted["decisionsExpired"], 2);
+
+    let (status, body) = server.get("/api/v1/clusters/east").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body:#}");
+    let (status, _) = server.get("/api/v1/clusters/east/nodes").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, clusters) = server.get("/api/v1/clusters").await;
+    let names: Vec<&str> = clusters["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["west"]);
+    // The history stays: the run and its decisions, now expired with the reason.
+    let (status, kept) = server.get(&format!("/api/v1/runs/{}", run["id"])).await;
+    assert_eq!(status, StatusCode::OK, "{kept:#}");
+    let (_, decisions) = server
+        .get(&format!("/api/v1/decisions?run={}", run["id"]))
+        .await;
+    for d in decisions["items"].as_array().unwrap() {
+        assert_eq!(d["status"], "expired", "{d:#}");
+        assert_eq!(d["statusReason"], "expired: cluster \"east\" was deleted");
+    }
+    let (status, _) = server
+        .get(&format!("/api/v1/schedules/{}", schedule["id"]))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Pushed again, it starts afresh: no cooldown remembered from before.
+    server.push("east", &small_cluster()).await;
+    let (_, again) = server.run("east", "calm").await;
+    assert_eq!(again["proposals"], 2, "{again:#}");
+
+    let (status, body) = server.delete("/api/v1/clusters/nowhere").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body:#}");
+    assert_error(&body, "not_found");
+}

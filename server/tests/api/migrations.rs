@@ -157,6 +157,11 @@ async fn a_reservation_first_pod_migration_on_the_simulated_backend() {
     let next = approve(&server, decision_of(&decisions, "web-2")).await;
     let waiting = wait_for(&server, next, |m| m["reason"] == "Waiting").await;
     assert_eq!(waiting["phase"], "Pending");
+    // The cluster cannot be deleted under an unfinished pod migration.
+    let (status, body) = server.delete("/api/v1/clusters/east").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body:#}");
+    assert_error(&body, "pod_migrations_in_flight");
+    assert_eq!(body["details"]["podMigrations"], json!([next]), "{body:#}");
     let message = waiting["message"].as_str().unwrap();
     assert!(
         message.starts_with("waiting: ReplicaSet shop/web used its eviction budget (objectLimiters.workload: 1 per 5m)"),

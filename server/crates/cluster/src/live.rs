@@ -47,6 +47,15 @@ impl Clusters {
         self.changed.send_replace(revision);
     }
 
+    /// Forget a deleted cluster's state. Whether it was loaded.
+    pub fn remove(&self, name: &str) -> bool {
+        self.snapshots
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name)
+            .is_some()
+    }
+
     /// Be told when any cluster's state changes (wake-ups only; read the state itself with
     /// [`Clusters::revisions`]).
     pub fn subscribe(&self) -> watch::Receiver<u64> {

@@ -97,7 +97,94 @@ fn cluster_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ClusterRecord, Stor
     })
 }
 
+/// What [`Store::delete_cluster`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterDeletion {
+    Deleted(DeletedCluster),
+    /// Refused: these pod migrations of the cluster have not finished.
+    MigrationsInFlight(Vec<i64>),
+}
+
+/// What went with a deleted cluster. Its runs, decisions, pod migrations and the simulated
+/// backend's events stay: they are history, kept by the cluster's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletedCluster {
+    /// Stored objects of its state.
+    pub objects: i64,
+    /// Policy state scopes (cooldowns, LowNodeLoad's detectors…).
+    pub policy_state_scopes: i64,
+    /// Schedules that ran profiles on it.
+    pub schedules: Vec<i64>,
+    /// Proposals nobody can act on any more, marked expired.
+    pub expired_decisions: u64,
+}
+
 impl Store {
+    /// Delete a cluster: its state, its policy state and its schedules, and expire its open
+    /// proposals, in one transaction; refused while a pod migration of it is unfinished.
+    pub async fn delete_cluster(
+        &self,
+        name: &str,
+        actor: &str,
+    ) -> Result<ClusterDeletion, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let id: i64 = sqlx::query_scalar("SELECT id FROM clusters WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: format!("cluster \"{name}\""),
+            })?;
+        let unfinished: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM pod_migrations WHERE cluster = ? \
+             AND phase NOT IN ('Succeeded', 'Failed', 'Aborted') ORDER BY id",
+        )
+        .bind(name)
+        .fetch_all(&mut *tx)
+        .await?;
+        if !unfinished.is_empty() {
+            return Ok(ClusterDeletion::MigrationsInFlight(unfinished));
+        }
+        let objects: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM cluster_objects WHERE cluster_id = ?")
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?;
+        let policy_state_scopes: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM policy_state WHERE cluster_id = ?")
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?;
+        let schedules: Vec<i64> =
+            sqlx::query_scalar("DELETE FROM schedules WHERE cluster = ? RETURNING id")
+                .bind(name)
+                .fetch_all(&mut *tx)
+                .await?;
+        let now = crate::now_ms();
+        let expired_decisions = crate::transitions::expire_cluster_proposals(
+            &mut tx,
+            name,
+            actor,
+            &format!("expired: cluster \"{name}\" was deleted"),
+            now,
+        )
+        .await?;
+        // Its objects and policy state go with it (ON DELETE CASCADE).
+        sqlx::query("DELETE FROM clusters WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut schedules = schedules;
+        schedules.sort_unstable();
+        Ok(ClusterDeletion::Deleted(DeletedCluster {
+            objects,
+            policy_state_scopes,
+            schedules,
+            expired_decisions,
+        }))
+    }
+
     /// Replace a cluster's state (creating the cluster when new) in one transaction.
     /// Returns the new summary and whether the cluster was created.
     pub async fn replace_cluster_state<'a>(

@@ -39,7 +39,9 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 pub use audit::{AuditFilter, AuditRecord, NewAuditEntry};
-pub use clusters::{ClusterRecord, NewClusterState, ObjectRow, StoredObject};
+pub use clusters::{
+    ClusterDeletion, ClusterRecord, DeletedCluster, NewClusterState, ObjectRow, StoredObject,
+};
 pub use decisions::{DecisionEvent, DecisionFilter, DecisionRecord, DecisionStatus, NewDecision};
 pub use pod_migrations::{
     DecisionChange, MigrationChange, MigrationEvent, MigrationFilter, MigrationPhase, NewEvent,

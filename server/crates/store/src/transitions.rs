@@ -180,6 +180,38 @@ async fn expire_in_tx(
     Ok(rows.len() as u64)
 }
 
+/// Mark every proposal of `cluster` expired with `reason`, in the caller's transaction.
+/// Returns how many.
+pub(crate) async fn expire_cluster_proposals(
+    conn: &mut Conn,
+    cluster: &str,
+    actor: &str,
+    reason: &str,
+    now: i64,
+) -> Result<u64, StoreError> {
+    let ids: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM decisions WHERE status = 'proposed' AND cluster = ?")
+            .bind(cluster)
+            .fetch_all(&mut *conn)
+            .await?;
+    for &id in &ids {
+        transition_decision(
+            conn,
+            id,
+            &Transition {
+                from: &[DecisionStatus::Proposed],
+                to: DecisionStatus::Expired,
+                actor,
+                comment: None,
+                reason: Some(reason),
+            },
+            now,
+        )
+        .await?;
+    }
+    Ok(ids.len() as u64)
+}
+
 /// Approve one proposed decision of a non-dry run (with its event and pod migration), in the
 /// caller's transaction. Returns the pod migration id, or `None` when it was not approvable.
 async fn approve_in_tx(
