@@ -182,6 +182,26 @@ fn wait_cluster(
     }
 }
 
+/// Create pod `name` in `namespace` on the fake: written after a batch of changes, its arrival in
+/// a revision marks the batch as seen (watches deliver in order).
+fn create_marker(fake: SocketAddr, namespace: &str, name: &str) -> anyhow::Result<()> {
+    let marker = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "pause"}]}
+    })
+    .to_string();
+    request(
+        fake,
+        "POST",
+        &format!("/api/v1/namespaces/{namespace}/pods"),
+        "application/json",
+        Body::Bytes(marker.as_bytes()),
+    )?
+    .ok_json(&format!("creating the marker pod {name}"))?;
+    Ok(())
+}
+
 /// Run the profile on `cluster`: (duration reported by the server, proposals).
 fn run_once(addr: SocketAddr, cluster: &str) -> anyhow::Result<(f64, i64)> {
     let body = json!({"cluster": cluster, "profile": PROFILE}).to_string();
@@ -357,20 +377,7 @@ pub fn run(args: KubeArgs) -> anyhow::Result<()> {
             .ok_json("patching a pod")?;
         }
         let (marker_ns, _) = targets.first().cloned().unwrap_or_default();
-        let marker = json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "rebalancer-bench-marker", "namespace": marker_ns},
-            "spec": {"containers": [{"name": "c", "image": "pause"}]}
-        })
-        .to_string();
-        request(
-            fake_addr,
-            "POST",
-            &format!("/api/v1/namespaces/{marker_ns}/pods"),
-            "application/json",
-            Body::Bytes(marker.as_bytes()),
-        )?
-        .ok_json("creating the marker pod")?;
+        create_marker(fake_addr, &marker_ns, "rebalancer-bench-marker")?;
         let updates_write_ms = ms(write_started);
         let last_write = Instant::now();
         let updated = wait_cluster(addr, LIVE, Duration::from_secs(120), |v| {
@@ -413,20 +420,7 @@ pub fn run(args: KubeArgs) -> anyhow::Result<()> {
                 )?
                 .ok_json("reporting a NodeMetric")?;
             }
-            let marker = json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "rebalancer-bench-marker-2", "namespace": marker_ns},
-                "spec": {"containers": [{"name": "c", "image": "pause"}]}
-            })
-            .to_string();
-            request(
-                fake_addr,
-                "POST",
-                &format!("/api/v1/namespaces/{marker_ns}/pods"),
-                "application/json",
-                Body::Bytes(marker.as_bytes()),
-            )?
-            .ok_json("creating the second marker pod")?;
+            create_marker(fake_addr, &marker_ns, "rebalancer-bench-marker-2")?;
             metric_updates_write_ms = ms(write_started);
             let last_write = Instant::now();
             wait_cluster(addr, LIVE, Duration::from_secs(120), |v| {

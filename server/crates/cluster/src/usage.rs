@@ -528,6 +528,22 @@ fn parse_node_metric(ctx: &mut Ctx, m: &NodeMetric<'_>) -> Result<Parsed, String
     })))
 }
 
+/// The node a metric object is named after, or an orphan problem.
+fn node_of(
+    ctx: &Ctx,
+    joins: &mut Joins,
+    obj: &Named<'_>,
+    problems: &mut Problems,
+) -> Option<usize> {
+    let node = joins.node(ctx, obj.name);
+    if node.is_none() {
+        problems
+            .orphans
+            .push(format!("{} (no such node)", obj.what));
+    }
+    node
+}
+
 #[allow(clippy::too_many_arguments)]
 fn node_metric(
     ctx: &mut Ctx,
@@ -538,10 +554,7 @@ fn node_metric(
     obj: &Named<'_>,
     problems: &mut Problems,
 ) {
-    let Some(node) = joins.node(ctx, obj.name) else {
-        problems
-            .orphans
-            .push(format!("{} (no such node)", obj.what));
+    let Some(node) = node_of(ctx, joins, obj, problems) else {
         return;
     };
     let Some(m) = m else {
@@ -593,10 +606,7 @@ fn node_metrics(
     obj: &Named<'_>,
     problems: &mut Problems,
 ) {
-    let Some(node) = joins.node(ctx, obj.name) else {
-        problems
-            .orphans
-            .push(format!("{} (no such node)", obj.what));
+    let Some(node) = node_of(ctx, joins, obj, problems) else {
         return;
     };
     node_usage[node] = NodeUsage {

@@ -154,15 +154,16 @@ impl SimulatedCluster {
 // PRNG and small formatting helpers
 // ------------------------------------------------------------------------------------------
 
-/// SplitMix64: tiny, fast, good enough for test data, and the same on every platform.
+/// SplitMix64: tiny, fast, good enough for test data, and the same on every platform (also the
+/// reference generator's Koordinator layer's).
 #[derive(Clone, Debug)]
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Rng(seed)
     }
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -178,7 +179,7 @@ impl Rng {
         lo + (self.next_u64() % (hi - lo + 1) as u64) as i64
     }
     /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
     fn chance(&mut self, p: f64) -> bool {

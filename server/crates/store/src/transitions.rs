@@ -163,21 +163,32 @@ async fn expire_in_tx(
             "expired: not approved within the proposal TTL ({} s since it was proposed)",
             (now - created) / 1000
         );
-        transition_decision(
-            conn,
-            id,
-            &Transition {
-                from: &[DecisionStatus::Proposed],
-                to: DecisionStatus::Expired,
-                actor: EXPIRY_ACTOR,
-                comment: None,
-                reason: Some(&reason),
-            },
-            now,
-        )
-        .await?;
+        expire_one(conn, id, EXPIRY_ACTOR, &reason, now).await?;
     }
     Ok(rows.len() as u64)
+}
+
+/// Mark proposal `id` expired with `reason`.
+async fn expire_one(
+    conn: &mut Conn,
+    id: i64,
+    actor: &str,
+    reason: &str,
+    now: i64,
+) -> Result<bool, StoreError> {
+    transition_decision(
+        conn,
+        id,
+        &Transition {
+            from: &[DecisionStatus::Proposed],
+            to: DecisionStatus::Expired,
+            actor,
+            comment: None,
+            reason: Some(reason),
+        },
+        now,
+    )
+    .await
 }
 
 /// Mark every proposal of `cluster` expired with `reason`, in the caller's transaction.
@@ -195,19 +206,7 @@ pub(crate) async fn expire_cluster_proposals(
             .fetch_all(&mut *conn)
             .await?;
     for &id in &ids {
-        transition_decision(
-            conn,
-            id,
-            &Transition {
-                from: &[DecisionStatus::Proposed],
-                to: DecisionStatus::Expired,
-                actor,
-                comment: None,
-                reason: Some(reason),
-            },
-            now,
-        )
-        .await?;
+        expire_one(conn, id, actor, reason, now).await?;
     }
     Ok(ids.len() as u64)
 }

@@ -27,6 +27,7 @@
 //! Must not: draw from the base generator's PRNG or change what it writes without the layer.
 
 use super::json::{Json, Obj, obj};
+use crate::demo::Rng;
 
 /// The time every NodeMetric was reported: 2026-11-25T11:59:30Z (30 s before
 /// [`OBSERVED_AT`]).
@@ -37,24 +38,9 @@ pub(crate) const OBSERVED_AT: &str = "2026-11-25T12:00:00Z";
 /// koordlet's default reporting window.
 const AGGREGATE_SECONDS: i64 = 300;
 
-/// SplitMix64, seeded from the size's seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn between(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.unit()
-    }
+/// Uniform in `[lo, hi)`.
+fn between(rng: &mut Rng, lo: f64, hi: f64) -> f64 {
+    lo + (hi - lo) * rng.unit()
 }
 
 /// One running pod's measured usage.
@@ -94,13 +80,13 @@ pub(crate) struct CpusetPod {
 impl Layer {
     /// The layer for nodes of `cores` cores each (gen_large.py's instance types).
     pub(crate) fn new(seed: u64, cores: impl Iterator<Item = i64>) -> Self {
-        let mut rng = Rng(seed ^ 0x6b6f_6f72_645f_6c61);
+        let mut rng = Rng::new(seed ^ 0x6b6f_6f72_645f_6c61);
         let nodes = cores
             .map(|cores| {
                 let factor = if rng.unit() < 0.08 {
-                    rng.between(1.4, 1.9)
+                    between(&mut rng, 1.4, 1.9)
                 } else {
-                    rng.between(0.25, 0.65)
+                    between(&mut rng, 0.25, 0.65)
                 };
                 NodeState {
                     factor,
@@ -152,8 +138,8 @@ impl Layer {
         cpu_m: i64,
         mem_mi: i64,
     ) {
-        let factor = self.nodes[node].factor * self.rng.between(0.8, 1.2);
-        let mem = self.rng.between(0.55, 0.95);
+        let factor = self.nodes[node].factor * between(&mut self.rng, 0.8, 1.2);
+        let mem = between(&mut self.rng, 0.55, 0.95);
         self.nodes[node].pods.push(PodUse {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
