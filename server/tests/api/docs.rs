@@ -27,7 +27,7 @@ async fn health_openapi_and_swagger_ui() {
         ("/healthz", vec!["get"]),
         ("/readyz", vec!["get"]),
         ("/api/v1/clusters", vec!["get"]),
-        ("/api/v1/clusters/{name}", vec!["get"]),
+        ("/api/v1/clusters/{name}", vec!["delete", "get"]),
         ("/api/v1/clusters/{name}/snapshot", vec!["put"]),
         ("/api/v1/clusters/{name}/nodes", vec!["get"]),
         ("/api/v1/clusters/{name}/pods", vec!["get"]),
