@@ -46,7 +46,7 @@ pub struct Evaluation {
     pub logs: Vec<PolicyLog>,
     /// `propose-eviction` calls made (accepted or refused).
     pub proposal_calls: u32,
-    /// Largest linear memory the instance reached, in bytes.
+    /// Largest size all linear memories of the instance reached together, in bytes.
     pub peak_memory: usize,
     /// The snapshot sections handed to the guest, with their sizes, in the order it asked.
     pub sections: Vec<(Section, u64)>,
@@ -57,38 +57,89 @@ pub struct Evaluation {
     pub cpu: Option<Duration>,
 }
 
-/// Memory accounting and the cap; records why growth was refused.
+/// Table elements of one instance, all its tables together (a funcref is a pointer or two:
+/// at most ~16 MiB).
+pub const MAX_TABLE_ELEMENTS: usize = 1_000_000;
+/// Core instances, linear memories and tables one evaluation may create. A built-in policy
+/// component has a handful of each; multi-memory modules stay possible, but the memory cap
+/// counts all memories together.
+pub const MAX_INSTANCES: usize = 32;
+pub const MAX_MEMORIES: usize = 8;
+pub const MAX_TABLES: usize = 32;
+
+/// Memory accounting and the caps of one store; records why growth was refused. The memory cap
+/// is for all linear memories of the evaluation together, not each memory on its own (a module
+/// with several memories used to get the cap once per memory).
 struct Limiter {
     max: usize,
+    /// Bytes of all linear memories now.
+    total: usize,
+    /// Largest `total` reached.
     peak: usize,
     exceeded: bool,
+    /// Elements of all tables now.
+    table_elements: usize,
+}
+
+impl Limiter {
+    fn new(max: usize) -> Limiter {
+        Limiter {
+            max,
+            total: 0,
+            peak: 0,
+            exceeded: false,
+            table_elements: 0,
+        }
+    }
 }
 
 impl ResourceLimiter for Limiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.max {
+        let total = self.total.saturating_sub(current).saturating_add(desired);
+        if total > self.max {
             self.exceeded = true;
             return Err(wasmtime::format_err!(
-                "linear memory would grow to {desired} bytes, over the {} byte cap",
+                "linear memories would grow to {total} bytes together, over the {} byte cap",
                 self.max
             ));
         }
-        self.peak = self.peak.max(desired);
+        self.total = total;
+        self.peak = self.peak.max(total);
         Ok(true)
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1_000_000)
+        let total = self
+            .table_elements
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > MAX_TABLE_ELEMENTS {
+            return Ok(false);
+        }
+        self.table_elements = total;
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
     }
 }
 
@@ -382,11 +433,7 @@ pub(super) struct Call {
 fn new_store(engine: &Engine, session: Option<EvalSession>, layout: u32) -> Store<HostState> {
     let limits = &engine.inner.limits;
     let state = HostState {
-        limiter: Limiter {
-            max: limits.memory_bytes,
-            peak: 0,
-            exceeded: false,
-        },
+        limiter: Limiter::new(limits.memory_bytes),
         session,
         logs: Vec::new(),
         log_bytes: 0,
@@ -558,5 +605,45 @@ pub(super) fn evaluate(
         state: session.state,
         scope: session.scope,
         cpu,
+    }
+}
+
+#[cfg(test)]
+mod limiter_tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_cap_counts_every_memory_of_the_instance_together() {
+        let mib = 1 << 20;
+        let mut limiter = Limiter::new(128 * mib);
+        // One memory grows to 100 MiB: fine.
+        assert!(limiter.memory_growing(0, 100 * mib, None).unwrap());
+        // A second memory of 100 MiB would make 200 MiB: refused, and remembered.
+        let refused = limiter.memory_growing(0, 100 * mib, None).unwrap_err();
+        assert!(refused.to_string().contains("together"), "{refused}");
+        assert!(limiter.exceeded);
+        // Growing the first memory counts only the difference.
+        let mut limiter = Limiter::new(128 * mib);
+        limiter.memory_growing(0, 64 * mib, None).unwrap();
+        limiter.memory_growing(0, 32 * mib, None).unwrap();
+        limiter.memory_growing(64 * mib, 96 * mib, None).unwrap();
+        assert_eq!((limiter.total, limiter.peak), (128 * mib, 128 * mib));
+        assert!(limiter.memory_growing(32 * mib, 33 * mib, None).is_err());
+    }
+
+    #[test]
+    fn tables_share_one_element_budget_and_instances_are_counted() {
+        let mut limiter = Limiter::new(1 << 20);
+        assert!(limiter.table_growing(0, 600_000, None).unwrap());
+        assert!(
+            !limiter.table_growing(0, 600_000, None).unwrap(),
+            "a second big table"
+        );
+        assert!(limiter.table_growing(0, 400_000, None).unwrap());
+        assert!(!limiter.table_growing(400_000, 400_001, None).unwrap());
+        assert_eq!(
+            (limiter.instances(), limiter.memories(), limiter.tables()),
+            (MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES)
+        );
     }
 }
