@@ -652,11 +652,6 @@ fn koordlet_report(
     if metric_rows.is_empty() {
         return Vec::new();
     }
-    let pods: Vec<(String, Value)> = stored
-        .iter()
-        .filter(|o| o.kind == "Pod")
-        .filter_map(|o| Some((o.uid.clone()?, serde_json::from_str(&o.body).ok()?)))
-        .collect();
     /// A pod's namespace, name and node.
     type Placed = (String, String, String);
     let pod_ref = |pod: &Value| -> Option<Placed> {
@@ -666,10 +661,12 @@ fn koordlet_report(
             pod["spec"]["nodeName"].as_str()?.to_owned(),
         ))
     };
+    // Only the few pods a change names are decoded, not every stored pod.
     let by_uid = |uid: &str| {
-        pods.iter()
-            .find(|(u, _)| u == uid)
-            .and_then(|(_, p)| pod_ref(p))
+        let row = stored
+            .iter()
+            .find(|o| o.kind == "Pod" && o.uid.as_deref() == Some(uid))?;
+        pod_ref(&serde_json::from_str(&row.body).ok()?)
     };
     let gone: Vec<Placed> = delete_pods.iter().filter_map(|uid| by_uid(uid)).collect();
     let moved: Vec<(Placed, Placed)> = upserts
