@@ -54,16 +54,30 @@ fn view(record: ProfileRecord) -> Result<ProfileView, ApiError> {
     })
 }
 
-fn invalid(errors: Vec<ProfileError>) -> ApiError {
+/// Problems a 422 lists in `details.errors`; the rest are counted in one more entry. Each
+/// plugin's arg errors are already capped by the engine, but a document may enable a plugin in
+/// any number of plugin sets.
+const MAX_LISTED_PROBLEMS: usize = 100;
+
+fn invalid(mut errors: Vec<ProfileError>) -> ApiError {
+    let total = errors.len();
     let first = errors.first().map(ToString::to_string).unwrap_or_default();
-    let message = if errors.len() == 1 {
+    let message = if total == 1 {
         format!("the DeschedulerPolicy is not valid: {first}")
     } else {
-        format!(
-            "the DeschedulerPolicy has {} problems; the first: {first}",
-            errors.len()
-        )
+        format!("the DeschedulerPolicy has {total} problems; the first: {first}")
     };
+    if total > MAX_LISTED_PROBLEMS {
+        errors.truncate(MAX_LISTED_PROBLEMS);
+        errors.push(ProfileError::new(
+            "",
+            format!(
+                "… and {} more problems ({total} in all; the first {MAX_LISTED_PROBLEMS} are \
+                 listed)",
+                total - MAX_LISTED_PROBLEMS
+            ),
+        ));
+    }
     ApiError::unprocessable("invalid_profile", message).with_details(json!({ "errors": errors }))
 }
 

@@ -203,3 +203,60 @@ async fn upload_replace_and_delete() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_error(&error, "not_found");
 }
+
+/// `test_oversized_info.wasm` with its selector patched to return `field` of `size` bytes
+/// (see that crate's docs).
+fn oversized_info(field: &str, size: u64) -> Vec<u8> {
+    const BUILT: &[u8; 48] = b"rebalancer-oversize:none:0                      ";
+    let mut wasm = policy_module("test_oversized_info.wasm");
+    let at = wasm
+        .windows(BUILT.len())
+        .position(|w| w == BUILT)
+        .expect("the selector is in the module's data");
+    let selector = format!("rebalancer-oversize:{field}:{size}");
+    let patch = &mut wasm[at..at + BUILT.len()];
+    patch.fill(b' ');
+    patch[..selector.len()].copy_from_slice(selector.as_bytes());
+    wasm
+}
+
+#[tokio::test]
+async fn oversized_metadata_is_refused_without_being_echoed_or_listed() {
+    let server = TestServer::start().await;
+    for (field, size, limit) in [
+        ("description", 40u64 << 20, 4096),
+        ("args-schema", 16 << 20, 256 << 10),
+        ("default-args", 1 << 20, 64 << 10),
+        ("name", 16 << 20, 128),
+    ] {
+        let (status, error) = server
+            .post_bytes("/api/v1/policies", oversized_info(field, size))
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{field}: {error:#}"
+        );
+        let message = assert_error(&error, "invalid_metadata");
+        assert!(
+            message.len() < 400,
+            "{field}: the value is echoed: {message}"
+        );
+        assert!(message.contains(field), "{message}");
+        assert!(message.contains(&limit.to_string()), "{message}");
+    }
+    let (_, body) = server.get("/api/v1/policies").await;
+    let names: Vec<&str> = body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(!names.contains(&"TestOversizedInfo"), "{names:?}");
+
+    // As built, the fixture is a fine policy.
+    let created = server
+        .upload(policy_module("test_oversized_info.wasm"))
+        .await;
+    assert_eq!(created["name"], "TestOversizedInfo");
+}

@@ -254,3 +254,48 @@ async fn invalid_documents_are_refused_with_every_problem_located() {
     let (status, _) = server.get("/api/v1/profiles/x").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_plugin_with_400000_arg_errors_gets_a_bounded_422() {
+    let server = TestServer::start().await;
+    server
+        .upload(crate::support::policy_module("test_misbehaving.wasm"))
+        .await;
+    // Two plugin sets enable the hostile plugin; its validate-args returns 400,000 errors each
+    // time. The engine keeps 100 per call (plus a count); the 422 lists 100 problems in all.
+    let set = |name: &str| {
+        json!({
+            "name": name,
+            "pluginConfig": [{"name": "TestMisbehaving",
+                              "args": {"behaviour": "flood-arg-errors", "count": 400_000}}],
+            "plugins": {"deschedule": {"enabled": ["TestMisbehaving"]}}
+        })
+    };
+    let document = json!({
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "profiles": [set("a"), set("b")]
+    });
+    let (status, body) = server.put_json("/api/v1/profiles/flood", &document).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body:#}");
+    let message = assert_error(&body, "invalid_profile");
+    // 101 per plugin set: the policy's first 100 and the engine's count of the rest.
+    assert!(
+        message.starts_with("the DeschedulerPolicy has 202 problems"),
+        "{message}"
+    );
+    let listed = errors(&body);
+    assert_eq!(listed.len(), 101);
+    assert!(listed[0].0.starts_with("profiles[0]"), "{:?}", listed[0]);
+    assert!(
+        listed[100]
+            .1
+            .starts_with("… and 102 more problems (202 in all"),
+        "{:?}",
+        listed[100]
+    );
+    let size = serde_json::to_vec(&body).unwrap().len();
+    assert!(size < 64 << 10, "a {size}-byte 422 body");
+    let (status, _) = server.get("/api/v1/profiles/flood").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
