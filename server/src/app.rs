@@ -104,6 +104,7 @@ pub async fn spawn_with_backend(
         .with_context(|| format!("opening the database {}", settings.database.display()))?;
     let engine = Engine::new(EngineConfig {
         limits: settings.sandbox.clone(),
+        compile: settings.compile.clone(),
     })
     .context("starting the policy engine")?;
     let clusters = Clusters::default();
@@ -368,6 +369,20 @@ async fn start_up(core: Core) -> anyhow::Result<()> {
     executor::load_config(&core.store, &core.executor).await?;
     register_builtins(&core).await?;
     load_user_policies(&core).await?;
+    let registered: Vec<String> = core
+        .registry
+        .list()
+        .iter()
+        .map(|p| p.policy.meta.digest.clone())
+        .collect();
+    let keep: Vec<&str> = registered.iter().map(String::as_str).collect();
+    let removed = core.engine.retain_compiled(&keep);
+    if removed > 0 {
+        tracing::info!(
+            files = removed,
+            "removed compiled code of modules no longer registered"
+        );
+    }
     core.ingest.load_stored(&core.managed.names()).await?;
     // The demo cluster is for trying the server out: not next to real clusters.
     if core.settings.demo && core.managed.is_empty() && core.store.list_clusters().await?.is_empty()
@@ -390,7 +405,7 @@ async fn register_builtins(core: &Core) -> anyhow::Result<()> {
     for &(stem, wasm) in rebalancer_builtins::modules() {
         let started = Instant::now();
         let engine = core.engine.clone();
-        let policy = tokio::task::spawn_blocking(move || engine.compile(wasm))
+        let policy = tokio::task::spawn_blocking(move || engine.compile_builtin(wasm))
             .await?
             .with_context(|| format!("compiling the built-in policy module {stem}"))?;
         let meta = &policy.meta;

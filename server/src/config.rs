@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use rebalancer_engine::SandboxLimits;
+use rebalancer_engine::{CompileSettings, Isolation, SandboxLimits};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_DATABASE: &str = "./rebalancer.db";
@@ -102,13 +102,44 @@ pub struct ServeArgs {
           default_value_t = ByteSize(SandboxLimits::default().max_state_bytes as u64))]
     pub policy_state_max_size: ByteSize,
 
-    /// Policy compilations and runs allowed at once (0: one per CPU).
+    /// Policy evaluations allowed at once (0: one per CPU). Compiles have slots of their own.
     #[arg(
         long,
         env = "REBALANCER_MAX_CONCURRENT_EVALUATIONS",
         default_value_t = 0
     )]
     pub max_concurrent_evaluations: usize,
+
+    /// Address-space limit of the process that compiles an uploaded module; a module that needs
+    /// more is refused (422 compile_memory).
+    #[arg(long, env = "REBALANCER_POLICY_COMPILE_MEMORY",
+          default_value_t = ByteSize(rebalancer_engine::DEFAULT_COMPILE_MEMORY_BYTES))]
+    pub policy_compile_memory: ByteSize,
+
+    /// Deadline of one module compile in milliseconds; a module that takes longer is refused
+    /// (422 compile_timeout).
+    #[arg(long, env = "REBALANCER_POLICY_COMPILE_TIMEOUT_MS",
+          default_value_t = rebalancer_engine::DEFAULT_COMPILE_TIMEOUT_MS)]
+    pub policy_compile_timeout_ms: u64,
+
+    /// Module compiles at once (each in a process of its own); more wait.
+    #[arg(
+        long,
+        env = "REBALANCER_POLICY_COMPILE_CONCURRENCY",
+        default_value_t = 1
+    )]
+    pub policy_compile_concurrency: usize,
+
+    /// Directory of compiled policy code, so that a restart does not compile again
+    /// [default: `<database file name without extension>-compiled` beside the database].
+    #[arg(long, env = "REBALANCER_POLICY_CACHE_DIR")]
+    pub policy_cache_dir: Option<PathBuf>,
+
+    /// Compiled code kept in memory for modules no registered policy holds (re-uploads of a
+    /// module, `validate` calls); least recently used first out.
+    #[arg(long, env = "REBALANCER_POLICY_CACHE_MEMORY",
+          default_value_t = ByteSize(rebalancer_engine::DEFAULT_MEMORY_CACHE_BYTES as u64))]
+    pub policy_cache_memory: ByteSize,
 
     /// Log format.
     #[arg(long, env = "REBALANCER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -403,6 +434,9 @@ pub struct Settings {
     pub snapshot_body_limit: usize,
     pub body_limit: usize,
     pub sandbox: SandboxLimits,
+    /// How modules are compiled: [`Settings::new`] compiles in process without a disk cache
+    /// (tests, tools); the command line in a child process, cached beside the database.
+    pub compile: CompileSettings,
     pub max_concurrent_evaluations: usize,
     pub log_format: LogFormat,
     /// `--admin-token` / `REBALANCER_ADMIN_TOKEN`.
@@ -411,6 +445,19 @@ pub struct Settings {
     pub proposal_ttl_ms: i64,
     /// Kubernetes clusters managed with the server's own credentials.
     pub kube: KubeSettings,
+}
+
+/// The least `--policy-compile-memory`: the compiler process maps the server binary and the
+/// stacks of its threads before it compiles anything.
+const MIN_COMPILE_MEMORY: u64 = 256 << 20;
+
+/// `./rebalancer.db` → `./rebalancer-compiled`.
+fn default_cache_dir(database: &std::path::Path) -> PathBuf {
+    let stem = database
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "rebalancer".into());
+    database.with_file_name(format!("{stem}-compiled"))
 }
 
 /// A flag value that cannot work.
@@ -431,6 +478,7 @@ impl Settings {
             snapshot_body_limit: DEFAULT_SNAPSHOT_BODY_LIMIT.0 as usize,
             body_limit: DEFAULT_BODY_LIMIT.0 as usize,
             sandbox: SandboxLimits::default(),
+            compile: CompileSettings::default(),
             max_concurrent_evaluations: default_parallelism(),
             log_format: LogFormat::Text,
             admin_token: None,
@@ -502,8 +550,45 @@ impl TryFrom<ServeArgs> for Settings {
             });
         }
         let kube = KubeSettings::from_args(&args)?;
+        positive("policy-compile-timeout-ms", args.policy_compile_timeout_ms)?;
+        positive(
+            "policy-compile-concurrency",
+            args.policy_compile_concurrency as u64,
+        )?;
+        if args.policy_compile_memory.0 < MIN_COMPILE_MEMORY {
+            return Err(ConfigError {
+                flag: "policy-compile-memory",
+                message: format!(
+                    "{} is too small (at least {}: the compiler process itself needs that much \
+                     address space)",
+                    args.policy_compile_memory,
+                    ByteSize(MIN_COMPILE_MEMORY)
+                ),
+            });
+        }
+        let compile = CompileSettings {
+            isolation: Isolation::Subprocess {
+                program: std::env::current_exe().map_err(|e| ConfigError {
+                    flag: "policy-compile-memory",
+                    message: format!(
+                        "compiles run in a child process of this binary, whose path is \
+                         unknown: {e}"
+                    ),
+                })?,
+            },
+            cache_dir: Some(
+                args.policy_cache_dir
+                    .clone()
+                    .unwrap_or_else(|| default_cache_dir(&args.database)),
+            ),
+            memory_bytes: args.policy_compile_memory.0,
+            timeout_ms: args.policy_compile_timeout_ms,
+            max_concurrent: args.policy_compile_concurrency,
+            memory_cache_bytes: size("policy-cache-memory", args.policy_cache_memory, 0)?,
+        };
         Ok(Settings {
             kube,
+            compile,
             listen: args.listen,
             database: args.database,
             demo: !args.no_demo,
@@ -689,6 +774,53 @@ mod tests {
         assert!(err.contains("visible ASCII"), "{err}");
         let err = parse(&["rebalancer", "--listen", "nowhere"]).unwrap_err();
         assert!(err.contains("--listen"), "{err}");
+    }
+
+    #[test]
+    fn compile_flags() {
+        let defaults = parse(&["rebalancer", "--database", "/data/prod.db"]).unwrap();
+        let compile = &defaults.compile;
+        assert_eq!(
+            compile.cache_dir.as_deref(),
+            Some(std::path::Path::new("/data/prod-compiled"))
+        );
+        assert!(
+            matches!(&compile.isolation, Isolation::Subprocess { program } if program.exists()),
+            "{compile:?}"
+        );
+        assert_eq!(compile.memory_bytes, 1 << 30);
+        assert_eq!(compile.timeout_ms, 60_000);
+        assert_eq!(compile.max_concurrent, 1);
+
+        let set = parse(&[
+            "rebalancer",
+            "--policy-compile-memory",
+            "2GiB",
+            "--policy-compile-timeout-ms",
+            "5000",
+            "--policy-compile-concurrency",
+            "2",
+            "--policy-cache-dir",
+            "/var/cache/rb",
+            "--policy-cache-memory",
+            "32MiB",
+        ])
+        .unwrap();
+        assert_eq!(set.compile.memory_bytes, 2 << 30);
+        assert_eq!(set.compile.timeout_ms, 5000);
+        assert_eq!(set.compile.max_concurrent, 2);
+        assert_eq!(set.compile.cache_dir, Some(PathBuf::from("/var/cache/rb")));
+        assert_eq!(set.compile.memory_cache_bytes, 32 << 20);
+
+        let err = parse(&["rebalancer", "--policy-compile-memory", "64MiB"]).unwrap_err();
+        assert!(
+            err.contains("--policy-compile-memory: 64MiB is too small"),
+            "{err}"
+        );
+        let err = parse(&["rebalancer", "--policy-compile-timeout-ms", "0"]).unwrap_err();
+        assert!(err.contains("--policy-compile-timeout-ms"), "{err}");
+        let err = parse(&["rebalancer", "--policy-compile-concurrency", "0"]).unwrap_err();
+        assert!(err.contains("--policy-compile-concurrency"), "{err}");
     }
 
     #[test]

@@ -80,20 +80,13 @@ pub async fn upload_policy(
             "the body is empty: send the policy's .wasm file as the request body",
         ));
     }
-    let permit = state
-        .evaluations
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|e| ApiError::internal("evaluation semaphore closed", e))?;
+    // Compiles wait for a compile slot of the engine's own, not for an evaluation permit: an
+    // upload, however slow to compile, never holds up a run.
     let engine = state.engine.clone();
     let bytes = wasm.clone();
-    let compiled = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        engine.compile(&bytes)
-    })
-    .await
-    .map_err(|e| ApiError::internal("policy compilation task failed", e))??;
+    let compiled = tokio::task::spawn_blocking(move || engine.compile(&bytes))
+        .await
+        .map_err(|e| ApiError::internal("policy compilation task failed", e))??;
 
     let register = {
         let state = state.clone();
@@ -144,7 +137,11 @@ async fn register(
             metadata: &metadata,
         })
         .await?;
+    let replaced = state.registry.get(&meta.name);
     state.registry.insert(compiled, false);
+    if let Some(old) = replaced.filter(|old| old.policy.meta.digest != meta.digest) {
+        state.engine.forget(&old.policy.meta.digest);
+    }
     tracing::info!(policy = %meta.name, version = %meta.version, digest = %meta.digest, created, "policy uploaded");
     let status = if created {
         StatusCode::CREATED
@@ -264,7 +261,9 @@ async fn delete(state: &AppState, name: &str) -> Result<StatusCode, ApiError> {
             "policy \"{name}\" does not exist"
         )));
     }
-    state.registry.remove(name);
+    if let Some(old) = state.registry.remove(name) {
+        state.engine.forget(&old.policy.meta.digest);
+    }
     tracing::info!(policy = %name, "policy deleted");
     Ok(StatusCode::NO_CONTENT)
 }

@@ -12,6 +12,7 @@ mod auth;
 mod backend;
 mod binary;
 mod clusters;
+mod compile;
 mod crash;
 mod docs;
 mod koordinator;
