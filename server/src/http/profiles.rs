@@ -108,11 +108,13 @@ pub async fn put_profile(
         )
     })?;
     let document = parse_document(document_format(&headers)?, &body)?;
-    let parsed = profile::parse_with_warnings(&document).map_err(invalid)?;
+    // Read to the end even past errors: the plugins of the parts that parsed are checked too,
+    // and the answer lists every problem at once.
+    let outcome = profile::parse_all(&document);
 
     let store = {
         let state = state.clone();
-        async move { store_profile(&state, &name, document, parsed.spec).await }
+        async move { store_profile(&state, &name, document, outcome).await }
     };
     let (status, Json(profile)) = state
         .in_flight
@@ -137,8 +139,9 @@ async fn store_profile(
     state: &AppState,
     name: &str,
     document: Value,
-    spec: ProfileSpec,
+    outcome: profile::ParseOutcome,
 ) -> Result<(StatusCode, Json<ProfileView>), ApiError> {
+    let spec = outcome.parsed.spec;
     let _catalog = state.catalog_lock.lock().await;
     let (engine, registry, doc, checked) = (
         state.engine.clone(),
@@ -151,6 +154,7 @@ async fn store_profile(
     })
     .await
     .map_err(|e| ApiError::internal("profile check task failed", e))?;
+    let problems = profile::merge_errors(outcome.errors, problems);
     if !problems.is_empty() {
         return Err(invalid(problems));
     }
