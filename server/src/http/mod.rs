@@ -8,9 +8,10 @@
 //! `trigger`, `approval`, `executor`) or the store, and map the result. Nothing outside `http`
 //! but `app` (which starts the router) imports this module.
 //!
-//! Every `/api/v1` route needs `Authorization: Bearer <token>` with the role [`auth`] assigns
-//! to it (viewer reads, approver approves/rejects/aborts, admin changes everything else);
-//! `/healthz`, `/readyz`, `/metrics`, the docs and the web UI are public.
+//! Every `/api/v1` route needs `Authorization: Bearer <token>` with the role [`auth`]'s table
+//! assigns to its route and method (viewer reads, approver approves/rejects/aborts, admin
+//! changes everything else); `/healthz`, `/readyz` and `/metrics` are public rows of the same
+//! table; the docs and the web UI are outside the API.
 
 pub mod audit;
 pub mod auth;
@@ -189,10 +190,16 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The whole HTTP application.
 pub fn router(state: AppState) -> Router {
+    // Every documented route goes through the one authorization middleware and its table
+    // (`auth::ROUTE_ACCESS`), the public ones too.
     let health = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(utoipa_axum::routes!(health::healthz))
         .routes(utoipa_axum::routes!(health::readyz))
-        .routes(utoipa_axum::routes!(metrics::metrics));
+        .routes(utoipa_axum::routes!(metrics::metrics))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authorize,
+        ));
     // Readiness first (503 during start-up, whatever the token), then the token and role.
     let api = api_routes(state.settings.body_limit)
         .route_layer(middleware::from_fn_with_state(
