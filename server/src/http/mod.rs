@@ -2,8 +2,9 @@
 //!
 //! Owns: routes, status codes, the error shape ([`error::ApiError`]), body limits per route,
 //! the readiness gate of `/api/v1`, `/healthz`, `/readyz`, `/api-docs/openapi.json` and the
-//! Swagger UI at `/docs` (assets embedded, works offline). Every route is registered through
-//! `utoipa_axum::routes!`, so none goes undocumented.
+//! Swagger UI at `/docs` (assets embedded, works offline), and the request span (method and
+//! path, never the query string). Every route is registered through `utoipa_axum::routes!`, so
+//! none goes undocumented.
 //! Must not: hold SQL or domain rules; handlers parse the request, call a stage (`ingest`,
 //! `trigger`, `approval`, `executor`) or the store, and map the result. Nothing outside `http`
 //! but `app` (which starts the router) imports this module.
@@ -37,7 +38,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tower_http::trace::{DefaultMakeSpan, DefaultOnFailure, DefaultOnResponse, TraceLayer};
+use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
@@ -216,15 +217,27 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(error::method_not_allowed_fallback)
         .fallback(error::not_found_fallback)
         .layer(
-            // A span per request (method, URI) around the handler's own logs. Failures are
+            // A span per request (method, path) around the handler's own logs. Failures are
             // logged where they are understood (`ApiError::internal`), so the layer's own
             // failure lines stay at debug: a 503 during start-up is not an error.
             TraceLayer::new_for_http()
-                .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+                .make_span_with(request_span)
                 .on_response(DefaultOnResponse::new().level(Level::DEBUG))
                 .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
         )
         .with_state(state)
+}
+
+/// The span of a request: its method and path, never the query string (which may carry
+/// secrets a client put there, such as a token) nor the headers.
+fn request_span(request: &Request) -> tracing::Span {
+    tracing::span!(
+        Level::INFO,
+        "request",
+        method = %request.method(),
+        path = %request.uri().path(),
+        version = ?request.version(),
+    )
 }
 
 /// `/api/v1` answers 503 until start-up has finished.

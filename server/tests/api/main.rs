@@ -17,6 +17,7 @@ mod docs;
 mod koordinator;
 mod kube;
 mod kube_real;
+mod logs;
 mod metrics;
 mod migrations;
 mod policies;
