@@ -2,9 +2,9 @@
 //!
 //! Owns: routes, status codes, the error shape ([`error::ApiError`]), body limits per route,
 //! the readiness gate of `/api/v1`, `/healthz`, `/readyz`, `/api-docs/openapi.json` and the
-//! Swagger UI at `/docs` (assets embedded, works offline), and the request span (method and
-//! path, never the query string). Every route is registered through `utoipa_axum::routes!`, so
-//! none goes undocumented.
+//! Swagger UI at `/docs` (assets embedded, works offline), the request span (method and path,
+//! never the query string), and serving connections with read timeouts ([`serve`]). Every
+//! route is registered through `utoipa_axum::routes!`, so none goes undocumented.
 //! Must not: hold SQL or domain rules; handlers parse the request, call a stage (`ingest`,
 //! `trigger`, `approval`, `executor`) or the store, and map the result. Nothing outside `http`
 //! but `app` (which starts the router) imports this module.
@@ -28,6 +28,7 @@ pub mod policies;
 pub mod profiles;
 pub mod runs;
 pub mod schedules;
+pub mod serve;
 pub mod state;
 pub mod tokens;
 pub mod ui;
@@ -42,6 +43,7 @@ use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
@@ -186,7 +188,35 @@ fn all_routes(body_limit: usize) -> OpenApiRouter<AppState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut openapi = all_routes(crate::config::DEFAULT_BODY_LIMIT.0 as usize).into_openapi();
     auth::document_roles(&mut openapi);
+    document_body_timeouts(&mut openapi);
     openapi
+}
+
+/// Every operation that takes a body may be answered 408 (`serve`'s body idle timeout).
+fn document_body_timeouts(openapi: &mut utoipa::openapi::OpenApi) {
+    for item in openapi.paths.paths.values_mut() {
+        for operation in [&mut item.put, &mut item.post, &mut item.patch]
+            .into_iter()
+            .flatten()
+        {
+            let responses = &mut operation.responses.responses;
+            responses.entry("408".into()).or_insert_with(|| {
+                ResponseBuilder::new()
+                    .description(
+                        "The request body stopped arriving for longer than the server's \
+                         --body-idle-timeout (code `body_timeout`); the connection is closed",
+                    )
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("ErrorBody")))
+                            .build(),
+                    )
+                    .build()
+                    .into()
+            });
+        }
+    }
 }
 
 /// The whole HTTP application.
@@ -210,6 +240,7 @@ pub fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), require_ready));
     let (router, mut openapi) = health.merge(api).split_for_parts();
     auth::document_roles(&mut openapi);
+    document_body_timeouts(&mut openapi);
     router
         .merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, openapi))
         // The web UI (`/`, `/ui/*`): public static files, outside `/api/v1` and its auth.

@@ -24,5 +24,6 @@ mod policies;
 mod profiles;
 mod restart;
 mod runs;
+mod timeouts;
 mod triggers;
 mod ui;
