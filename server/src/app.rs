@@ -258,8 +258,12 @@ async fn supervise(
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let (stop_serving, stop_rx) = watch::channel(false);
-    let serve = axum::serve(listener, router).with_graceful_shutdown(wait_true(stop_rx));
-    let mut serve = std::pin::pin!(serve.into_future());
+    let timeouts = crate::http::serve::ReadTimeouts {
+        head: core.settings.header_read_timeout,
+        body_idle: core.settings.body_idle_timeout,
+    };
+    let serve = crate::http::serve::serve(listener, router, timeouts, wait_true(stop_rx));
+    let mut serve = std::pin::pin!(serve);
     // Start-up and the scheduler are boxed so that they can be dropped as soon as serving
     // stops: a future that is no longer polled but still alive keeps whatever it holds at its
     // last await — a checked-out database connection above all, and the pool's `close()` below
@@ -275,12 +279,7 @@ async fn supervise(
 
     loop {
         tokio::select! {
-            served = &mut serve => {
-                if let Err(e) = served {
-                    failure.get_or_insert(anyhow::Error::new(e).context("the HTTP server failed"));
-                }
-                break;
-            }
+            () = &mut serve => break,
             started = async { startup.as_mut().expect("polled only while running").await }, if startup.is_some() => {
                 startup = None;
                 match started {

@@ -66,6 +66,17 @@ pub struct ServeArgs {
     #[arg(long, env = "REBALANCER_BODY_LIMIT", default_value_t = DEFAULT_BODY_LIMIT)]
     pub body_limit: ByteSize,
 
+    /// How long a client has to send a request's head (request line and headers), from
+    /// connecting or from the previous answer on a kept-alive connection (Go duration); then
+    /// the connection is closed.
+    #[arg(long, env = "REBALANCER_HEADER_READ_TIMEOUT", default_value = DEFAULT_HEADER_READ_TIMEOUT)]
+    pub header_read_timeout: String,
+
+    /// Longest pause in a request body while the server waits for it (Go duration); then the
+    /// request is answered 408 and the connection closed.
+    #[arg(long, env = "REBALANCER_BODY_IDLE_TIMEOUT", default_value = DEFAULT_BODY_IDLE_TIMEOUT)]
+    pub body_idle_timeout: String,
+
     /// Largest policy module accepted at upload.
     #[arg(long, env = "REBALANCER_POLICY_MAX_MODULE_SIZE",
           default_value_t = ByteSize(SandboxLimits::default().max_module_bytes as u64))]
@@ -379,6 +390,26 @@ impl KubeSettings {
 
 /// Default of `--proposal-ttl`.
 pub const DEFAULT_PROPOSAL_TTL: &str = "1h";
+/// Default of `--header-read-timeout`.
+pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
+/// Default of `--body-idle-timeout`.
+pub const DEFAULT_BODY_IDLE_TIMEOUT: &str = "30s";
+
+/// A positive Go duration (`10s`, `500ms`) of a flag.
+fn positive_duration(flag: &'static str, text: &str) -> Result<std::time::Duration, ConfigError> {
+    let nanos =
+        rebalancer_policy_sdk::evictor::parse_go_duration(text).map_err(|m| ConfigError {
+            flag,
+            message: format!("{m}: expected e.g. 500ms, 10s or 1m"),
+        })?;
+    if nanos <= 0 {
+        return Err(ConfigError {
+            flag,
+            message: "must be greater than 0".into(),
+        });
+    }
+    Ok(std::time::Duration::from_nanos(nanos as u64))
+}
 
 /// A secret from the command line or environment: never shown by `Debug` or `Display`.
 #[derive(Clone, PartialEq, Eq)]
@@ -433,6 +464,10 @@ pub struct Settings {
     pub demo: bool,
     pub snapshot_body_limit: usize,
     pub body_limit: usize,
+    /// `--header-read-timeout`: time to send a request's head.
+    pub header_read_timeout: std::time::Duration,
+    /// `--body-idle-timeout`: longest pause in a request body.
+    pub body_idle_timeout: std::time::Duration,
     pub sandbox: SandboxLimits,
     /// How modules are compiled: [`Settings::new`] compiles in process without a disk cache
     /// (tests, tools); the command line in a child process, cached beside the database.
@@ -477,6 +512,8 @@ impl Settings {
             demo: true,
             snapshot_body_limit: DEFAULT_SNAPSHOT_BODY_LIMIT.0 as usize,
             body_limit: DEFAULT_BODY_LIMIT.0 as usize,
+            header_read_timeout: std::time::Duration::from_secs(10),
+            body_idle_timeout: std::time::Duration::from_secs(30),
             sandbox: SandboxLimits::default(),
             compile: CompileSettings::default(),
             max_concurrent_evaluations: default_parallelism(),
@@ -594,6 +631,11 @@ impl TryFrom<ServeArgs> for Settings {
             demo: !args.no_demo,
             snapshot_body_limit: size("snapshot-body-limit", args.snapshot_body_limit, 1 << 10)?,
             body_limit,
+            header_read_timeout: positive_duration(
+                "header-read-timeout",
+                &args.header_read_timeout,
+            )?,
+            body_idle_timeout: positive_duration("body-idle-timeout", &args.body_idle_timeout)?,
             sandbox,
             max_concurrent_evaluations: match args.max_concurrent_evaluations {
                 0 => default_parallelism(),
@@ -821,6 +863,41 @@ mod tests {
         assert!(err.contains("--policy-compile-timeout-ms"), "{err}");
         let err = parse(&["rebalancer", "--policy-compile-concurrency", "0"]).unwrap_err();
         assert!(err.contains("--policy-compile-concurrency"), "{err}");
+    }
+
+    #[test]
+    fn read_timeouts() {
+        let defaults = parse(&["rebalancer"]).unwrap();
+        let new = Settings::new(DEFAULT_LISTEN.parse().unwrap(), DEFAULT_DATABASE.into());
+        assert_eq!(
+            (defaults.header_read_timeout, defaults.body_idle_timeout),
+            (
+                std::time::Duration::from_secs(10),
+                std::time::Duration::from_secs(30)
+            )
+        );
+        assert_eq!(
+            (new.header_read_timeout, new.body_idle_timeout),
+            (defaults.header_read_timeout, defaults.body_idle_timeout),
+            "Settings::new has the flags' defaults"
+        );
+        let s = parse(&[
+            "rebalancer",
+            "--header-read-timeout",
+            "500ms",
+            "--body-idle-timeout",
+            "1m",
+        ])
+        .unwrap();
+        assert_eq!(s.header_read_timeout, std::time::Duration::from_millis(500));
+        assert_eq!(s.body_idle_timeout, std::time::Duration::from_secs(60));
+        let err = parse(&["rebalancer", "--header-read-timeout", "0s"]).unwrap_err();
+        assert!(
+            err.contains("--header-read-timeout: must be greater than 0"),
+            "{err}"
+        );
+        let err = parse(&["rebalancer", "--body-idle-timeout", "forever"]).unwrap_err();
+        assert!(err.contains("--body-idle-timeout"), "{err}");
     }
 
     #[test]

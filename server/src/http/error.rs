@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::serve::BodyIdleTimeout;
 use crate::approval::ApprovalError;
 use crate::executor::AbortError;
 use crate::ingest::IngestFailure;
@@ -112,6 +113,20 @@ impl ApiError {
             .with_details(serde_json::json!({ "errors": problems }))
     }
 
+    /// 408: the client stopped sending the request body (`--body-idle-timeout`).
+    pub fn body_timeout(cause: &(dyn std::error::Error + 'static)) -> Self {
+        // The timeout's own message, without the layers of "failed to buffer the body" around it.
+        let mut current = Some(cause);
+        while let Some(error) = current {
+            if error.is::<BodyIdleTimeout>() {
+                break;
+            }
+            current = error.source();
+        }
+        let message = current.unwrap_or(cause).to_string();
+        ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", message)
+    }
+
     pub fn too_large(what: &str, limit: usize) -> Self {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -177,6 +192,9 @@ impl From<StoreError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
+        if BodyIdleTimeout::is_cause_of(&rejection) {
+            return ApiError::body_timeout(&rejection);
+        }
         let status = rejection.status();
         let code = match rejection {
             JsonRejection::MissingJsonContentType(_) => "unsupported_media_type",
@@ -190,6 +208,9 @@ impl From<JsonRejection> for ApiError {
 
 impl From<BytesRejection> for ApiError {
     fn from(rejection: BytesRejection) -> Self {
+        if BodyIdleTimeout::is_cause_of(&rejection) {
+            return ApiError::body_timeout(&rejection);
+        }
         body_error(rejection.status(), "invalid_body", rejection.body_text())
     }
 }

@@ -7,6 +7,7 @@ use axum::http::{HeaderMap, header};
 use futures::StreamExt;
 
 use super::error::ApiError;
+use super::serve::BodyIdleTimeout;
 
 /// `axum::Json` with rejections as [`ApiError`].
 #[derive(Debug, FromRequest)]
@@ -94,6 +95,9 @@ pub async fn read_body_limited(
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| {
+            if BodyIdleTimeout::is_cause_of(&e) {
+                return ApiError::body_timeout(&e);
+            }
             ApiError::bad_request(
                 "invalid_body",
                 format!("the request body could not be read: {e}"),

@@ -72,6 +72,10 @@ async fn health_openapi_and_swagger_ui() {
         for method in methods {
             let responses = item[method]["responses"].as_object().unwrap();
             assert!(!responses.is_empty(), "{method} {path} has no responses");
+            // A body that stops arriving is answered 408 (--body-idle-timeout).
+            if ["put", "post"].contains(&method) {
+                assert!(responses.contains_key("408"), "{method} {path}: no 408");
+            }
         }
     }
     let schemas = doc["components"]["schemas"].as_object().unwrap();
