@@ -36,6 +36,36 @@ pub struct ErrorBody {
     pub details: Option<Value>,
 }
 
+// ---- Shared error responses of the OpenAPI document --------------------------------------------
+// The answers many routes give for the same reason, as `components/responses`: a route lists
+// them with `(status = 415, response = UnsupportedMediaType)`. Answers whose reasons differ per
+// route (400, 404, 409, 422) are described at the route, naming each `code` it can give.
+
+/// Content-Type is missing or not `application/json` (`unsupported_media_type`).
+#[derive(utoipa::ToResponse)]
+#[response(description = "Content-Type is missing or not application/json \
+    (`unsupported_media_type`)")]
+pub struct UnsupportedMediaType(#[allow(dead_code)] ErrorBody);
+
+/// The body is over the route's size limit (`payload_too_large`).
+#[derive(utoipa::ToResponse)]
+#[response(description = "The body is larger than the server's --body-limit \
+    (`payload_too_large`)")]
+pub struct PayloadTooLarge(#[allow(dead_code)] ErrorBody);
+
+/// Every `/api/v1` route during start-up (`not_ready`, with `Retry-After`).
+#[derive(utoipa::ToResponse)]
+#[response(
+    description = "The server is starting (`not_ready`); retry after the Retry-After seconds",
+    headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))
+)]
+pub struct NotReady(#[allow(dead_code)] ErrorBody);
+
+/// A failure on the server's side (`internal`); the cause is in the server log.
+#[derive(utoipa::ToResponse)]
+#[response(description = "The server failed (`internal`); the cause is in the server log")]
+pub struct Internal(#[allow(dead_code)] ErrorBody);
+
 /// An error answered to a client.
 #[derive(Debug)]
 pub struct ApiError {

@@ -5,14 +5,25 @@ use axum::body::Bytes;
 use axum::extract::FromRequest;
 use axum::http::{HeaderMap, header};
 use futures::StreamExt;
+use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
 use super::serve::BodyIdleTimeout;
+use crate::strict_json::Object;
 
-/// `axum::Json` with rejections as [`ApiError`].
-#[derive(Debug, FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// `axum::Json` of a JSON object (the request bodies are structs: an array in their place is
+/// refused, see [`crate::strict_json`]), with rejections as [`ApiError`].
+#[derive(Debug)]
 pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let axum::Json(Object(value)) = axum::Json::<Object<T>>::from_request(req, state).await?;
+        Ok(ApiJson(value))
+    }
+}
 
 /// `axum::extract::Path` with rejections as [`ApiError`].
 #[derive(Debug, axum::extract::FromRequestParts)]

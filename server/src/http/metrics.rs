@@ -5,7 +5,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, Internal};
 
 /// Content type of the Prometheus text format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -16,6 +16,7 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
     responses(
         (status = 200, description = "Prometheus text format 0.0.4", body = String,
             content_type = "text/plain"),
+        (status = 500, response = Internal),
     ))]
 pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     let decisions = state.store.count_decisions_by_status().await?;

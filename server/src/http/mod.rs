@@ -18,6 +18,7 @@ pub mod audit;
 pub mod auth;
 pub mod clusters;
 pub mod decisions;
+pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod health;
@@ -189,6 +190,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut openapi = all_routes(crate::config::DEFAULT_BODY_LIMIT.0 as usize).into_openapi();
     auth::document_roles(&mut openapi);
     document_body_timeouts(&mut openapi);
+    docs::complete(&mut openapi);
     openapi
 }
 
@@ -241,6 +243,7 @@ pub fn router(state: AppState) -> Router {
     let (router, mut openapi) = health.merge(api).split_for_parts();
     auth::document_roles(&mut openapi);
     document_body_timeouts(&mut openapi);
+    docs::complete(&mut openapi);
     router
         .merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, openapi))
         // The web UI (`/`, `/ui/*`): public static files, outside `/api/v1` and its auth.

@@ -47,6 +47,7 @@ mod topology;
 mod usage;
 mod utilization;
 mod wire;
+mod yaml;
 
 #[cfg(test)]
 mod tests;
@@ -67,6 +68,7 @@ pub use utilization::{
     NodeUsageSummary, NodeUtilization, ResourceAmounts, ResourcePercentages, UsageSourceName,
     node_utilization,
 };
+pub use yaml::json_value as yaml_json_value;
 
 /// The document format of an ingested snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]

@@ -575,7 +575,7 @@ fn parse_yaml(bytes: &[u8]) -> Result<ObjectSet, IngestError> {
     let mut b = SetBuilder::default();
     let mut index = 0;
     for doc in serde_yaml::Deserializer::from_slice(bytes) {
-        let value = serde_json::Value::deserialize(doc).map_err(|e| malformed_yaml(&e))?;
+        let value = super::yaml::json_value(doc).map_err(|e| malformed_yaml(&e))?;
         let items = match value {
             serde_json::Value::Null => continue,
             serde_json::Value::Object(mut map) => {
