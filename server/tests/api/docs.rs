@@ -6,7 +6,7 @@ use regex::Regex;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, assert_error};
+use crate::support::{TestServer, assert_error, small_cluster};
 
 #[tokio::test]
 async fn health_openapi_and_swagger_ui() {
@@ -259,11 +259,16 @@ async fn the_openapi_document_follows_its_structural_rules() {
         {
             problems.push(format!("{at}: no 400 naming `invalid_path`"));
         }
-        // A JSON body that does not parse is a 400 `invalid_json`; a required JSON body without
+        // A JSON body that does not parse is a 400 `invalid_json` (`malformed_document` for a
+        // snapshot, whose parser gives the line and column); a required JSON body without
         // Content-Type: application/json is a 415.
         let body = &operation["requestBody"];
         if body["content"].get("application/json").is_some() {
-            if !described(&doc, operation, "400").is_some_and(|d| d.contains("`invalid_json`")) {
+            let names_it = |d: &str| {
+                d.contains("`invalid_json`")
+                    || (path.ends_with("/snapshot") && d.contains("`malformed_document`"))
+            };
+            if !described(&doc, operation, "400").is_some_and(names_it) {
                 problems.push(format!("{at}: no 400 naming `invalid_json`"));
             }
             if body["required"] == true && !responses.contains_key("415") {
@@ -447,8 +452,14 @@ async fn answers_the_tools_found_undocumented_are_documented_or_fixed() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{cursor:?}");
         assert_error(&body, "invalid_cursor");
     }
-    let (status, body) = server.get("/api/v1/clusters/nope/pods?cursor=1.x").await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body:#}");
+    server.push("c", &small_cluster()).await;
+    for cursor in ["1.x", "1", "-1.0", "1.%2B0", ".1"] {
+        let (status, body) = server
+            .get(&format!("/api/v1/clusters/c/pods?cursor={cursor}"))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{cursor}: {body:#}");
+        assert_error(&body, "invalid_cursor");
+    }
 
     // A JSON body without Content-Type: 415; not JSON: 400 `invalid_json`; both documented.
     let (status, body) = server
