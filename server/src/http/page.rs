@@ -9,7 +9,7 @@
 //! Each list's query struct still names `limit` and `cursor`, so they are documented with its
 //! other parameters and accepted by its `deny_unknown_fields`; `Page` is what reads them. Their
 //! `#[param(minimum = 1, maximum = 1000, pattern = …)]` must repeat [`MAX_PAGE`] and the cursor
-//! pattern (an attribute takes no constant); the `openapi_document` tests check they agree.
+//! pattern (an attribute takes no constant); `server/tests/api/docs.rs` checks they agree.
 
 use axum::extract::{FromRequestParts, Query};
 use axum::http::request::Parts;

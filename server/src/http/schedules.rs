@@ -18,7 +18,8 @@ use rebalancer_store::{ScheduleRecord, ScheduleSpec, Store};
 /// Change-triggered runs wait this long after the latest change unless told otherwise.
 pub const DEFAULT_DEBOUNCE_SECONDS: i64 = 30;
 /// Longest interval or debounce accepted (one year). The `maximum` of both fields in the
-/// OpenAPI document repeats it (an attribute takes no constant; a unit test checks they agree).
+/// OpenAPI document repeats it (an attribute takes no constant; `server/tests/api/docs.rs`
+/// checks they agree).
 pub const MAX_SECONDS: i64 = 366 * 24 * 3600;
 
 /// What a schedule does. At least one of `intervalSeconds` and `onChange` must be set (the
