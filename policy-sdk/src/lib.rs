@@ -9,6 +9,8 @@
 //! - [`k8s`]: Kubernetes semantics written once for host and guest (quantities, label selectors,
 //!   taints/tolerations, node affinity, QoS, owner references, pod requests).
 //! - [`policy`]: the [`Policy`] trait, [`Context`] and the [`Host`] trait behind it.
+//! - [`caps`]: caps on the text a policy hands its host (a proposal's reason) and how longer
+//!   text is cut.
 //! - [`evictor`] (feature `host`): DefaultEvictor, run limits and PDB admission, as the host runs them.
 //! - [`testing`] (feature `host`): hand-built clusters and a native host to unit-test policies.
 //! - `guest` (wasm32 only): the generated WIT bindings and [`export_policy!`].
@@ -17,6 +19,7 @@
 
 pub mod args;
 pub mod build;
+pub mod caps;
 pub mod k8s;
 pub mod model;
 pub mod policy;

@@ -276,6 +276,10 @@ impl<'a> Context<'a> {
         !self.host.pre_eviction_filter(&[pod]).is_empty()
     }
 
+    /// Propose evicting `pod`. `reason` is shown to the person who approves the move and
+    /// stored with the decision: say why in words. Reasons over
+    /// [`MAX_REASON_BYTES`](crate::caps::MAX_REASON_BYTES) (1 KiB) are truncated — cut on a
+    /// character boundary and marked ` … [truncated, N bytes in all]` — wherever they are kept.
     pub fn propose_eviction(&mut self, pod: u32, reason: &str) -> Result<(), Refusal> {
         self.host.propose_eviction(pod, reason)
     }
@@ -285,7 +289,7 @@ impl<'a> Context<'a> {
     /// for the batch (a host call costs about a microsecond in wasm; a large cluster's plugin makes
     /// tens of thousands of proposals). The pods after a refused one are not proposed: handle the
     /// refusal as you would a single one, then propose the rest of the batch again if you still
-    /// want them.
+    /// want them. `reason` is truncated as [`Context::propose_eviction`]'s is.
     pub fn propose_evictions(&mut self, pods: &[u32], reason: &str) -> BatchOutcome {
         if pods.is_empty() {
             return BatchOutcome::default();
@@ -301,6 +305,8 @@ impl<'a> Context<'a> {
         self.host.object_json(kind, index)
     }
 
+    /// Write a line to the run's report. The host caps the log bytes and lines of an evaluation
+    /// (1 MiB and 10,000 by default); past either, the evaluation ends with `log-cap`.
     pub fn log(&mut self, level: LogLevel, message: &str) {
         self.host.log(level, message)
     }
@@ -320,8 +326,9 @@ impl<'a> Context<'a> {
         self.host.state_get(key)
     }
 
-    /// Set `key` in this policy's state. Refused when the scope (keys plus values) would exceed
-    /// the server's cap (`--policy-state-max-size`, 1 MiB by default).
+    /// Set `key` in this policy's state. Refused when the key is longer than
+    /// [`MAX_KEY_BYTES`](crate::state::MAX_KEY_BYTES) (1 KiB) or the scope (keys plus values)
+    /// would exceed the server's cap (`--policy-state-max-size`, 1 MiB by default).
     pub fn state_put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
         self.host.state_put(key, value)
     }

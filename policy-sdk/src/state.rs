@@ -9,8 +9,17 @@
 
 use std::collections::BTreeMap;
 
+use crate::caps::quote_prefix;
+
 /// The default size cap of one scope (keys plus values), in bytes.
 pub const DEFAULT_MAX_BYTES: usize = 1 << 20;
+
+/// The longest key a scope accepts, in bytes: a key names a thing (a node, an owner), it does
+/// not hold data.
+pub const MAX_KEY_BYTES: usize = 1024;
+
+/// How much of an offending key an error message quotes.
+const QUOTED_KEY_BYTES: usize = 64;
 
 /// One scope's keys and values.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,15 +53,23 @@ impl StateScope {
         self.entries.get(key).map(Vec::as_slice)
     }
 
-    /// Set `key` to `value`; refused (and nothing changes) when the scope would exceed its cap.
+    /// Set `key` to `value`; refused (and nothing changes) when the key is longer than
+    /// [`MAX_KEY_BYTES`] or the scope would exceed its cap.
     pub fn put(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+        if key.len() > MAX_KEY_BYTES {
+            return Err(format!(
+                "policy state key {} is over the {MAX_KEY_BYTES}-byte limit for keys",
+                quote_prefix(key, QUOTED_KEY_BYTES)
+            ));
+        }
         let old = self.entries.get(key).map_or(0, |v| key.len() + v.len());
         let bytes = self.bytes - old + key.len() + value.len();
         if bytes > self.max_bytes && bytes > self.bytes {
             return Err(format!(
-                "policy state is capped at {} bytes (keys plus values); putting {key:?} ({} \
-                 bytes) would make it {bytes}",
+                "policy state is capped at {} bytes (keys plus values); putting {} ({} bytes) \
+                 would make it {bytes}",
                 self.max_bytes,
+                quote_prefix(key, QUOTED_KEY_BYTES),
                 value.len()
             ));
         }
@@ -177,6 +194,25 @@ mod tests {
         let mut fresh = s.reloaded();
         fresh.put("b", b"xyz").unwrap();
         assert!(!fresh.changed());
+    }
+
+    #[test]
+    fn keys_over_the_key_cap_are_refused_without_being_echoed() {
+        let mut s = StateScope::new(BTreeMap::new(), 64 << 20);
+        let long = "k".repeat(MAX_KEY_BYTES + 1);
+        let err = s.put(&long, b"v").unwrap_err();
+        assert!(err.contains("over the 1024-byte limit for keys"), "{err}");
+        assert!(err.contains("(1025 bytes)"), "{err}");
+        assert!(err.len() < 200, "the key is not echoed: {err}");
+        assert!(s.is_empty() && !s.changed());
+        s.put(&long[..MAX_KEY_BYTES], b"v").unwrap();
+        // A value too big for the scope: the message quotes a prefix of the key only.
+        let mut small = StateScope::new(BTreeMap::new(), 2048);
+        let err = small.put(&long[..MAX_KEY_BYTES], &[0; 4096]).unwrap_err();
+        assert!(
+            err.contains("capped at 2048 bytes") && err.len() < 300,
+            "{err}"
+        );
     }
 
     #[test]

@@ -107,6 +107,11 @@ pub struct ServeArgs {
           default_value_t = ByteSize(SandboxLimits::default().max_log_bytes as u64))]
     pub policy_max_log: ByteSize,
 
+    /// Log lines a policy may write per evaluation (empty lines count too).
+    #[arg(long, env = "REBALANCER_POLICY_MAX_LOG_LINES",
+          default_value_t = SandboxLimits::default().max_log_lines)]
+    pub policy_max_log_lines: usize,
+
     /// Size cap of one policy state scope (keys plus values: what one policy keeps per
     /// cluster, profile and plugin set from one run to the next).
     #[arg(long, env = "REBALANCER_POLICY_STATE_MAX_SIZE",
@@ -560,6 +565,7 @@ impl TryFrom<ServeArgs> for Settings {
             stack_bytes: size("policy-stack", args.policy_stack, 64 << 10)?,
             max_proposals: args.policy_max_proposals,
             max_log_bytes: size("policy-max-log", args.policy_max_log, 0)?,
+            max_log_lines: args.policy_max_log_lines,
             max_state_bytes: size("policy-state-max-size", args.policy_state_max_size, 0)?,
         };
         if let Some((name, wasm)) = rebalancer_builtins::modules()
@@ -773,6 +779,8 @@ mod tests {
             "250",
             "--policy-memory",
             "64MiB",
+            "--policy-max-log-lines",
+            "500",
         ])
         .unwrap();
         assert_eq!(serve.listen.port(), 9000);
@@ -780,6 +788,8 @@ mod tests {
         assert_eq!(serve.snapshot_body_limit, 2 << 30);
         assert_eq!(serve.sandbox.timeout_ms, 250);
         assert_eq!(serve.sandbox.memory_bytes, 64 << 20);
+        assert_eq!(serve.sandbox.max_log_lines, 500);
+        assert_eq!(defaults.sandbox.max_log_lines, 10_000);
 
         // Flags work without the subcommand too.
         assert!(!parse(&["rebalancer", "--no-demo"]).unwrap().demo);

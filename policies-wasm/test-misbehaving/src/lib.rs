@@ -1,7 +1,8 @@
 //! # TestMisbehaving
 //!
 //! A deliberately hostile policy for the engine's sandbox tests: it loops forever, exhausts memory,
-//! overflows the stack, panics, traps, floods the evictor with proposals or the log with bytes —
+//! overflows the stack, panics, traps, floods the evictor with proposals or the log with bytes or
+//! lines, hands the host oversized strings and lists (reasons, errors, arg errors, state keys) —
 //! whatever `behaviour` says — so the host's deadlines and caps can be shown to hold.
 //!
 //! It is **not** a built-in: the server never embeds it; tests load the component from
@@ -25,6 +26,27 @@ pub const FLOOD_LOG_MESSAGE_BYTES: usize = 1 << 20;
 pub const MEMORY_BOMB_STEP_BYTES: usize = 1 << 20;
 /// The panic message of behaviour `panic`, so tests can look for it in the recorded error.
 pub const PANIC_MESSAGE: &str = "TestMisbehaving: deliberate panic (behaviour \"panic\")";
+/// Default number of proposals (`huge-reason`) or batches (`huge-reason-batch`).
+pub const DEFAULT_HUGE_REASON_CALLS: u64 = 1_000;
+/// Default size of a `huge-reason` reason.
+pub const DEFAULT_HUGE_REASON_BYTES: u64 = 10 << 20;
+/// Default size of a `huge-reason-batch` reason.
+pub const DEFAULT_HUGE_BATCH_REASON_BYTES: u64 = 4 << 20;
+/// Default number of `flood-empty-logs` lines.
+pub const DEFAULT_FLOOD_EMPTY_LOGS: u64 = 10_000_000;
+/// Default number of `flood-map-section` calls.
+pub const DEFAULT_FLOOD_MAP_SECTION: u64 = 2_000_000;
+/// Default number of `flood-arg-errors` errors.
+pub const DEFAULT_FLOOD_ARG_ERRORS: u64 = 400_000;
+/// Default size of the oversized string of `huge-arg-error`, `huge-state-key` and
+/// `huge-object-kind`.
+pub const DEFAULT_HUGE_BYTES: u64 = 1 << 20;
+/// Default size of a `huge-error` error.
+pub const DEFAULT_HUGE_ERROR_BYTES: u64 = 10 << 20;
+/// Default size of a `huge-panic` panic message.
+pub const DEFAULT_HUGE_PANIC_BYTES: u64 = 32 << 10;
+/// How every oversized string of this policy starts, so tests can recognise a kept prefix.
+pub const HUGE_PREFIX: &str = "TestMisbehaving: ";
 
 /// What the policy does when it runs (at either extension point).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +86,34 @@ pub enum Behaviour {
     CountRuns,
     /// Does what `count-runs` does, then traps: the state change must not be committed.
     CountRunsThenTrap,
+    /// Proposes `count` times (default 1,000), cycling over the pods, each time with one reason
+    /// of `bytes` bytes (default 10 MiB): the first proposal of each pod is accepted, the rest
+    /// refused (already proposed).
+    HugeReason,
+    /// Proposes every pod in a `propose-evictions` batch `count` times (default 1,000), with one
+    /// reason of `bytes` bytes (default 4 MiB): the first batch is admitted, the rest refused.
+    HugeReasonBatch,
+    /// Logs `count` empty lines (default 10,000,000).
+    FloodEmptyLogs,
+    /// Calls `cluster.map-section` for the core `count` times (default 2,000,000), always into the
+    /// same pages.
+    FloodMapSection,
+    /// `validate-args` returns `count` errors (default 400,000), each with an empty field and
+    /// message.
+    FloodArgErrors,
+    /// `validate-args` returns one error whose field and message are `bytes` bytes each
+    /// (default 1 MiB).
+    HugeArgError,
+    /// The extension point returns an error of `bytes` bytes (default 10 MiB).
+    HugeError,
+    /// Panics with a message of `bytes` bytes (default 32 KiB).
+    HugePanic,
+    /// Puts a value under a key of `bytes` bytes (default 1 MiB); returns the host's refusal as
+    /// its error, or an error saying the put was accepted.
+    HugeStateKey,
+    /// Asks `cluster.object-json` for a kind of `bytes` bytes (default 1 MiB); fails if the host
+    /// answers anything but `none`.
+    HugeObjectKind,
 }
 
 impl Behaviour {
@@ -84,10 +134,20 @@ impl Behaviour {
             Behaviour::MapSectionUnaligned => "map-section-unaligned",
             Behaviour::CountRuns => "count-runs",
             Behaviour::CountRunsThenTrap => "count-runs-then-trap",
+            Behaviour::HugeReason => "huge-reason",
+            Behaviour::HugeReasonBatch => "huge-reason-batch",
+            Behaviour::FloodEmptyLogs => "flood-empty-logs",
+            Behaviour::FloodMapSection => "flood-map-section",
+            Behaviour::FloodArgErrors => "flood-arg-errors",
+            Behaviour::HugeArgError => "huge-arg-error",
+            Behaviour::HugeError => "huge-error",
+            Behaviour::HugePanic => "huge-panic",
+            Behaviour::HugeStateKey => "huge-state-key",
+            Behaviour::HugeObjectKind => "huge-object-kind",
         }
     }
 
-    const ALL: [Behaviour; 15] = [
+    const ALL: [Behaviour; 25] = [
         Behaviour::None,
         Behaviour::Propose,
         Behaviour::ProposeBatch,
@@ -103,6 +163,16 @@ impl Behaviour {
         Behaviour::MapSectionUnaligned,
         Behaviour::CountRuns,
         Behaviour::CountRunsThenTrap,
+        Behaviour::HugeReason,
+        Behaviour::HugeReasonBatch,
+        Behaviour::FloodEmptyLogs,
+        Behaviour::FloodMapSection,
+        Behaviour::FloodArgErrors,
+        Behaviour::HugeArgError,
+        Behaviour::HugeError,
+        Behaviour::HugePanic,
+        Behaviour::HugeStateKey,
+        Behaviour::HugeObjectKind,
     ];
 }
 
@@ -111,10 +181,15 @@ impl Behaviour {
 pub struct TestMisbehavingArgs {
     #[serde(default)]
     pub behaviour: Behaviour,
-    /// Iterations for `propose` (pods), `flood-proposals` (proposals) and `flood-logs` (lines);
-    /// `null` means the behaviour's default. Ignored by the other behaviours.
+    /// Iterations for `propose` (pods), `flood-proposals` (proposals), `flood-logs` (lines) and
+    /// the other floods, as each behaviour says; `null` means the behaviour's default. Ignored
+    /// by the other behaviours.
     #[serde(default)]
     pub count: Option<u64>,
+    /// Size of the oversized string of the `huge-*` behaviours; `null` means the behaviour's
+    /// default.
+    #[serde(default)]
+    pub bytes: Option<u64>,
 }
 
 /// The misbehaving policy.
@@ -141,6 +216,16 @@ impl Policy for TestMisbehaving {
 
     fn validate(args: &Self::Args) -> Vec<ArgError> {
         match (args.behaviour, args.count) {
+            (Behaviour::FloodArgErrors, count) => {
+                let count = count.unwrap_or(DEFAULT_FLOOD_ARG_ERRORS) as usize;
+                (0..count)
+                    .map(|_| ArgError::new(String::new(), String::new()))
+                    .collect()
+            }
+            (Behaviour::HugeArgError, _) => {
+                let bytes = args.bytes.unwrap_or(DEFAULT_HUGE_BYTES);
+                vec![ArgError::new(huge(bytes), huge(bytes))]
+            }
             (Behaviour::Propose | Behaviour::FloodProposals | Behaviour::FloodLogs, Some(0)) => {
                 vec![ArgError::new(
                     "count",
@@ -179,9 +264,16 @@ fn args_schema() -> serde_json::Value {
             "count": {
                 "description": "Iterations for propose and propose-batch (pods, default 1), \
                                 flood-proposals and flood-proposal-batches (proposals, default \
-                                5000000) and flood-logs (lines, default 100000).",
+                                5000000), flood-logs (lines, default 100000) and the other \
+                                floods (see the crate's docs).",
                 "type": ["integer", "null"],
                 "minimum": 1,
+                "default": null
+            },
+            "bytes": {
+                "description": "Size of the oversized string of the huge-* behaviours.",
+                "type": ["integer", "null"],
+                "minimum": 0,
                 "default": null
             }
         }
@@ -223,7 +315,65 @@ fn misbehave(ctx: &mut Context<'_>, args: &TestMisbehavingArgs) -> Result<(), St
             count_runs(ctx, args.count)?;
             trap()
         }
+        Behaviour::HugeReason => {
+            let reason = huge(args.bytes.unwrap_or(DEFAULT_HUGE_REASON_BYTES));
+            let pods = (ctx.cluster.pod_count() as u64).max(1);
+            for i in 0..args.count.unwrap_or(DEFAULT_HUGE_REASON_CALLS) {
+                let _ignored = black_box(ctx.propose_eviction((i % pods) as u32, &reason));
+            }
+            Ok(())
+        }
+        Behaviour::HugeReasonBatch => {
+            let reason = huge(args.bytes.unwrap_or(DEFAULT_HUGE_BATCH_REASON_BYTES));
+            let pods: Vec<u32> = (0..ctx.cluster.pod_count() as u32).collect();
+            for _ in 0..args.count.unwrap_or(DEFAULT_HUGE_REASON_CALLS) {
+                black_box(ctx.propose_evictions(&pods, &reason));
+            }
+            Ok(())
+        }
+        Behaviour::FloodEmptyLogs => {
+            for _ in 0..args.count.unwrap_or(DEFAULT_FLOOD_EMPTY_LOGS) {
+                ctx.info(black_box(""));
+            }
+            Ok(())
+        }
+        Behaviour::FloodMapSection => {
+            raw::flood_map_section(args.count.unwrap_or(DEFAULT_FLOOD_MAP_SECTION))
+        }
+        // Reached only when the host runs the policy without validating its args.
+        Behaviour::FloodArgErrors | Behaviour::HugeArgError => Ok(()),
+        Behaviour::HugeError => Err(huge(args.bytes.unwrap_or(DEFAULT_HUGE_ERROR_BYTES))),
+        Behaviour::HugePanic => panic!("{}", huge(args.bytes.unwrap_or(DEFAULT_HUGE_PANIC_BYTES))),
+        Behaviour::HugeStateKey => {
+            let key = huge(args.bytes.unwrap_or(DEFAULT_HUGE_BYTES));
+            match ctx.state_put(&key, b"v") {
+                Ok(()) => Err(format!("a state key of {} bytes was accepted", key.len())),
+                Err(refusal) => Err(refusal),
+            }
+        }
+        Behaviour::HugeObjectKind => {
+            let kind = huge(args.bytes.unwrap_or(DEFAULT_HUGE_BYTES));
+            match ctx.object_json(&kind, 0) {
+                None => Ok(()),
+                Some(_) => Err("object-json answered an oversized kind".into()),
+            }
+        }
     }
+}
+
+/// A string of `bytes` bytes (at least [`HUGE_PREFIX`]): the prefix, then "€" (three bytes, so
+/// a cut at an arbitrary byte would split one) and `x`s to make up the length.
+fn huge(bytes: u64) -> String {
+    let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+    let mut text = String::with_capacity(bytes.max(HUGE_PREFIX.len()));
+    text.push_str(HUGE_PREFIX);
+    while text.len() + 3 <= bytes {
+        text.push('€');
+    }
+    while text.len() < bytes {
+        text.push('x');
+    }
+    black_box(text)
 }
 
 fn count_runs(ctx: &mut Context<'_>, pad: Option<u64>) -> Result<(), String> {
@@ -276,6 +426,17 @@ mod raw {
         cluster::map_section(0, (at + 4096) as u32);
         Err("map-section accepted an unaligned offset".into())
     }
+
+    pub fn flood_map_section(count: u64) -> Result<(), String> {
+        let len = cluster::section_size(0).ok_or("the host has no core section")? as usize;
+        let at = grow(len)? as u32;
+        for _ in 0..count {
+            if !cluster::map_section(0, at) {
+                return Err("the host did not place the core section".into());
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Natively there is no host memory to place sections in.
@@ -287,6 +448,10 @@ mod raw {
 
     pub fn map_unaligned() -> Result<(), String> {
         Err("map-section-unaligned needs the wasm host".into())
+    }
+
+    pub fn flood_map_section(_: u64) -> Result<(), String> {
+        Err("flood-map-section needs the wasm host".into())
     }
 }
 
@@ -407,10 +572,13 @@ mod tests {
     #[test]
     fn parses_every_behaviour() {
         for b in Behaviour::ALL {
-            let json = format!(r#"{{"behaviour":"{}","count":3}}"#, b.as_str());
+            if matches!(b, Behaviour::FloodArgErrors | Behaviour::HugeArgError) {
+                continue; // their args are invalid on purpose: see below
+            }
+            let json = format!(r#"{{"behaviour":"{}","count":3,"bytes":5}}"#, b.as_str());
             let args = parse_args::<TestMisbehaving>(&json).expect("valid");
             assert_eq!(args.behaviour, b);
-            assert_eq!(args.count, Some(3));
+            assert_eq!((args.count, args.bytes), (Some(3), Some(5)));
         }
     }
 
@@ -419,6 +587,32 @@ mod tests {
         assert!(parse_args::<TestMisbehaving>(r#"{"behavior":"panic"}"#).is_err());
         assert!(parse_args::<TestMisbehaving>(r#"{"behaviour":"explode"}"#).is_err());
         assert!(parse_args::<TestMisbehaving>(r#"{"behaviour":"propose","count":0}"#).is_err());
+    }
+
+    #[test]
+    fn the_arg_error_behaviours_return_what_they_say() {
+        let errors =
+            parse_args::<TestMisbehaving>(r#"{"behaviour":"flood-arg-errors","count":1000}"#)
+                .unwrap_err();
+        assert_eq!(errors.len(), 1000);
+        let errors =
+            parse_args::<TestMisbehaving>(r#"{"behaviour":"huge-arg-error","bytes":4096}"#)
+                .unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(
+            (errors[0].field.len(), errors[0].message.len()),
+            (4096, 4096)
+        );
+    }
+
+    #[test]
+    fn huge_strings_have_the_asked_size_and_split_characters_if_cut_blindly() {
+        for bytes in [0, 17, 18, 100, 4097] {
+            let text = huge(bytes);
+            assert_eq!(text.len(), (bytes as usize).max(HUGE_PREFIX.len()));
+            assert!(text.starts_with(HUGE_PREFIX));
+        }
+        assert!(!huge(4097).is_char_boundary(HUGE_PREFIX.len() + 1));
     }
 
     #[test]

@@ -44,7 +44,10 @@ pub use config::EvictorConfig;
 pub use host::{Evictor, ObjectJsonFn};
 pub use index::{ClusterIndex, PodPdbs, PodTraits, WellKnownIds};
 pub use node_fit::{NodeFitError, node_fit_error};
-pub use state::{AcceptedProposal, Limits, LogEntry, RefusalCounts, RefusedProposal, RunState};
+pub use state::{
+    AcceptedProposal, Limits, LogEntry, MAX_RECORDED_REFUSALS, RefusalCounts, RefusedProposal,
+    RunState,
+};
 
 /// `SystemCriticalPriority`: pods at or above it are system critical.
 pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;

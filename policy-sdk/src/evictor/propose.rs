@@ -8,7 +8,9 @@
 use super::filter::ALREADY_PROPOSED;
 use super::host::Evictor;
 use super::index::PodPdbs;
-use super::state::{AcceptedProposal, RefusedProposal};
+use super::state::{AcceptedProposal, MAX_RECORDED_REFUSALS, RefusedProposal};
+
+use crate::caps::{MAX_REASON_BYTES, truncate};
 
 use crate::model::{ArchivedPodPhase, ArchivedUnhealthyPodEvictionPolicy};
 use crate::policy::Refusal;
@@ -72,13 +74,16 @@ impl Evictor<'_> {
             Refusal::TotalLimit => counts.total_limit += 1,
             Refusal::DisruptionBudget(_) => counts.disruption_budget += 1,
         }
-        self.state.refusals.push(RefusedProposal {
-            pod,
-            reason: reason.to_owned(),
-            plugin: self.plugin.to_owned(),
-            plugin_set: self.plugin_set.to_owned(),
-            refusal: refusal.clone(),
-        });
+        // Counted always, recorded up to a cap: a policy may be refused a million times.
+        if self.state.refusals.len() < MAX_RECORDED_REFUSALS {
+            self.state.refusals.push(RefusedProposal {
+                pod,
+                reason: truncate(reason, MAX_REASON_BYTES).into_owned(),
+                plugin: self.plugin.to_owned(),
+                plugin_set: self.plugin_set.to_owned(),
+                refusal: refusal.clone(),
+            });
+        }
         Err(refusal)
     }
 
@@ -86,7 +91,8 @@ impl Evictor<'_> {
     /// PreEvictionFilter, when a limit is reached (checked as descheduler does: total, then node,
     /// then namespace), or when the Eviction API would refuse it because of a PDB. Refusals do
     /// not count towards limits; an accepted proposal of a pod guarded by a PDB uses one of its
-    /// disruptions.
+    /// disruptions. The reason is kept up to [`MAX_REASON_BYTES`] (a longer one is cut, with a
+    /// marker saying so: see [`truncate`]).
     pub fn propose(&mut self, pod: u32, reason: &str) -> Result<(), Refusal> {
         if !self.valid_pod(pod) {
             return self.refuse(pod, reason, Refusal::UnknownPod);
@@ -137,7 +143,7 @@ impl Evictor<'_> {
         *state.per_namespace.entry(namespace).or_insert(0) += 1;
         state.proposals.push(AcceptedProposal {
             pod,
-            reason: reason.to_owned(),
+            reason: truncate(reason, MAX_REASON_BYTES).into_owned(),
             plugin: self.plugin.to_owned(),
             plugin_set: self.plugin_set.to_owned(),
         });

@@ -22,7 +22,13 @@ pub struct Limits {
     pub total: Option<u32>,
 }
 
-/// An accepted proposal, in the order proposals were made.
+/// Refused proposals a run records with their reasons ([`RunState::refusals`]); every refusal
+/// is counted ([`RunState::refusal_counts`]) all the same. A policy may propose up to the host's
+/// proposal cap (a million by default) per evaluation, all refused.
+pub const MAX_RECORDED_REFUSALS: usize = 10_000;
+
+/// An accepted proposal, in the order proposals were made. `reason` is at most
+/// [`crate::caps::MAX_REASON_BYTES`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AcceptedProposal {
     pub pod: u32,
@@ -31,7 +37,7 @@ pub struct AcceptedProposal {
     pub plugin_set: String,
 }
 
-/// A refused proposal and why.
+/// A refused proposal and why. `reason` is at most [`crate::caps::MAX_REASON_BYTES`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefusedProposal {
     pub pod: u32,
@@ -126,6 +132,8 @@ impl RunState {
         &self.proposals
     }
 
+    /// Refused proposals, in order: the first [`MAX_RECORDED_REFUSALS`] of the run (the rest
+    /// are only counted, in [`RunState::refusal_counts`]).
     pub fn refusals(&self) -> &[RefusedProposal] {
         &self.refusals
     }

@@ -9,7 +9,7 @@
 //! Outputs in `OUT_DIR`:
 //! - `builtin_policies.rs`: `&[(&str, &[u8])]` of the built-in modules (file stem, bytes);
 //! - every module as `<crate>.wasm`, whose directory is exported as `REBALANCER_POLICY_WASM_DIR`
-//!   for tests (the misbehaving test policy and the docs example are built but not embedded).
+//!   for tests (the hostile test policies and the docs example are built but not embedded).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,7 @@ const POLICY_CRATES: &[(&str, bool)] = &[
     ("remove-duplicates", true),
     ("low-node-utilization", true),
     ("test-misbehaving", false),
+    ("test-oversized-info", false),
     ("example-pod-age", false),
     ("remove-pods-violating-node-taints", true),
     ("remove-pods-violating-node-affinity", true),

@@ -128,6 +128,37 @@ fn propose_rejects_unknown_proposed_and_unevictable() {
 }
 
 #[test]
+fn reasons_are_cut_to_the_cap_and_refusals_recorded_up_to_theirs() {
+    use crate::caps::MAX_REASON_BYTES;
+    use crate::evictor::MAX_RECORDED_REFUSALS;
+
+    let c = two_nodes().pod(owned_pod("a", "ok"));
+    let mut s = c.session();
+    let ok = s.pod_id("a", "ok");
+    let long = format!("why: {}", "€".repeat(1 << 20));
+    let mut ev = s.evictor("test");
+    assert_eq!(ev.propose(ok, &long), Ok(()));
+    for _ in 0..MAX_RECORDED_REFUSALS + 5 {
+        assert!(ev.propose(ok, &long).is_err());
+    }
+    let state = s.state();
+    let kept = &state.proposals()[0].reason;
+    assert!(kept.len() <= MAX_REASON_BYTES, "{} bytes", kept.len());
+    assert!(kept.starts_with("why: €"), "{kept}");
+    assert!(
+        kept.ends_with(&format!("[truncated, {} bytes in all]", long.len())),
+        "{kept}"
+    );
+    // Every refusal is counted; the first MAX_RECORDED_REFUSALS are kept, with cut reasons.
+    assert_eq!(
+        state.refusal_counts().total() as usize,
+        MAX_RECORDED_REFUSALS + 5
+    );
+    assert_eq!(state.refusals().len(), MAX_RECORDED_REFUSALS);
+    assert!(state.refusals().iter().all(|r| r.reason == *kept));
+}
+
+#[test]
 fn pdb_admission() {
     let c = two_nodes()
         // Budget 0.

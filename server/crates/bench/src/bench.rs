@@ -627,7 +627,7 @@ fn measure(
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .filter_map(|s| s["section"].as_str().map(str::to_owned))
                     .collect(),
                 snapshot_bytes: last["snapshotBytes"].as_u64().unwrap_or(0),
                 error: last["error"]

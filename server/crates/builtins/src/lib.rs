@@ -6,8 +6,8 @@
 //! does not (it compiles whatever bytes it is given).
 //!
 //! Owns: the list of embedded modules ([`modules`]) and, for tests, the directory of every
-//! module the build produced ([`WASM_DIR`]: the built-ins plus `test-misbehaving` and the docs'
-//! `example-pod-age`, which are built but not embedded).
+//! module the build produced ([`WASM_DIR`]: the built-ins plus the hostile `test-misbehaving`
+//! and `test-oversized-info` and the docs' `example-pod-age`, which are built but not embedded).
 //! Must not: compile or validate modules (that is the engine's job at start-up).
 
 /// `(crate file stem, component bytes)` of every built-in policy module, in build order.

@@ -126,17 +126,51 @@ pub struct PolicyOutcome {
     pub logs_dropped: u32,
     /// Peak linear memory of the instance, in bytes (0 for native runs).
     pub peak_memory_bytes: u64,
-    /// The snapshot sections the policy pulled (`core`, `pod-tolerations`, …), in the order it
-    /// asked for them; empty for native runs, which read the archive in place.
-    #[serde(default)]
-    pub snapshot_sections: Vec<String>,
-    /// Their total size in bytes: what was copied into the policy's memory.
+    /// The snapshot sections the policy pulled (`core`, `pod-tolerations`, …), one entry per
+    /// section in the order it first asked for each, with how often it asked; empty for native
+    /// runs, which read the archive in place.
+    #[serde(default, deserialize_with = "sections_pulled")]
+    pub snapshot_sections: Vec<SectionPull>,
+    /// Their total size in bytes: what was handed into the policy's memory, all calls together.
     #[serde(default)]
     pub snapshot_bytes: u64,
     /// The policy changed its state, but another run committed that state first: this run's
     /// change was dropped (the proposals stand). Absent when there was no conflict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_conflict: Option<String>,
+}
+
+/// A snapshot section one evaluation pulled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SectionPull {
+    /// The section's name (`core`, `pod-names`, …).
+    pub section: String,
+    /// How often it was handed over (`map-section`, `snapshot`, `snapshot-section` calls).
+    pub calls: u32,
+}
+
+/// `snapshotSections` as stored: one object per section, or — in reports stored before sections
+/// were counted — one name per call, which is merged into the same form.
+fn sections_pulled<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<SectionPull>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        Counted { section: String, calls: u32 },
+        Name(String),
+    }
+    let mut pulled: Vec<SectionPull> = Vec::new();
+    for stored in Vec::<Stored>::deserialize(d)? {
+        let (section, calls) = match stored {
+            Stored::Counted { section, calls } => (section, calls),
+            Stored::Name(section) => (section, 1),
+        };
+        match pulled.iter_mut().find(|p| p.section == section) {
+            Some(p) => p.calls = p.calls.saturating_add(calls),
+            None => pulled.push(SectionPull { section, calls }),
+        }
+    }
+    Ok(pulled)
 }
 
 /// One accepted eviction proposal.
@@ -368,9 +402,12 @@ pub fn cycle(
                     snapshot_sections: evaluation
                         .sections
                         .iter()
-                        .map(|(s, _)| s.name().to_string())
+                        .map(|u| SectionPull {
+                            section: u.section.name().to_string(),
+                            calls: u.calls,
+                        })
                         .collect(),
-                    snapshot_bytes: evaluation.sections.iter().map(|(_, b)| b).sum(),
+                    snapshot_bytes: evaluation.sections.iter().map(|u| u.bytes).sum(),
                     state_conflict: None,
                 });
             }
@@ -461,4 +498,47 @@ fn remember_owners(
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(sections: serde_json::Value) -> PolicyOutcome {
+        serde_json::from_value(serde_json::json!({
+            "plugin": "P", "pluginSet": "default", "extensionPoint": "balance",
+            "durationMs": 1.0, "proposals": 0, "refusals": 0, "error": null, "logs": [],
+            "logsDropped": 0, "peakMemoryBytes": 0, "snapshotSections": sections,
+            "snapshotBytes": 10
+        }))
+        .expect("a stored outcome")
+    }
+
+    #[test]
+    fn sections_are_stored_once_each_with_their_calls_and_old_reports_still_read() {
+        let pull = |section: &str, calls| SectionPull {
+            section: section.into(),
+            calls,
+        };
+        let current = outcome(serde_json::json!([
+            {"section": "core", "calls": 2_000_000}, {"section": "pod-names", "calls": 1}
+        ]));
+        assert_eq!(
+            current.snapshot_sections,
+            [pull("core", 2_000_000), pull("pod-names", 1)]
+        );
+        let round_trip = serde_json::to_value(&current).unwrap();
+        assert_eq!(
+            round_trip["snapshotSections"],
+            serde_json::json!([
+                {"section": "core", "calls": 2_000_000}, {"section": "pod-names", "calls": 1}
+            ])
+        );
+        // Reports stored before sections were counted list one name per call.
+        let old = outcome(serde_json::json!(["core", "pod-names", "core"]));
+        assert_eq!(
+            old.snapshot_sections,
+            [pull("core", 2), pull("pod-names", 1)]
+        );
+    }
 }

@@ -1,9 +1,12 @@
 //! The host side of one evaluation: store data, the WIT imports, and turning traps into
-//! [`PolicyFailure`]s.
+//! [`PolicyFailure`]s. Every string or list a guest hands over is held to its cap here (see
+//! [`super::caps`]) before anything keeps it: reasons (by the evictor), log lines, failure
+//! messages, arg errors, state keys (by the scope), `object-json` kinds, the record of sections.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use rebalancer_policy_sdk::caps::truncate;
 use rebalancer_policy_sdk::evictor::{ClusterIndex, Evictor, EvictorConfig, RunState};
 use rebalancer_policy_sdk::model::Section;
 use rebalancer_policy_sdk::{ArgError, ExtensionPoint, Host as _, LogLevel, Refusal};
@@ -13,7 +16,7 @@ use wasmtime::{ResourceLimiter, Store, Trap};
 use rebalancer_policy_sdk::state::StateScope;
 
 use super::bindings::rebalancer::policy::{cluster, evictor, state, types as wit};
-use super::{CompiledPolicy, EPOCH_TICK, Engine, PolicyFailure};
+use super::{CompiledPolicy, EPOCH_TICK, Engine, PolicyFailure, caps};
 use crate::stopwatch::Stopwatch;
 use rebalancer_cluster::ClusterSnapshot;
 
@@ -48,13 +51,26 @@ pub struct Evaluation {
     pub proposal_calls: u32,
     /// Largest size all linear memories of the instance reached together, in bytes.
     pub peak_memory: usize,
-    /// The snapshot sections handed to the guest, with their sizes, in the order it asked.
-    pub sections: Vec<(Section, u64)>,
+    /// The snapshot sections handed to the guest, one entry per section, in the order it first
+    /// asked for each.
+    pub sections: Vec<SectionUse>,
     pub state: RunState,
     /// The policy's state scope after the evaluation (commit it only if `outcome` is `Ok`).
     pub scope: StateScope,
     /// CPU time of the evaluating thread over `duration` (see [`Stopwatch`]).
     pub cpu: Option<Duration>,
+}
+
+/// One snapshot section an evaluation was handed: how often and how many bytes in all. One
+/// entry per section, however often the guest asks (a guest calling `map-section` two million
+/// times gets one entry, not two million).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SectionUse {
+    pub section: Section,
+    /// `map-section`, `snapshot` and `snapshot-section` calls that handed it over.
+    pub calls: u32,
+    /// Bytes handed over by those calls together.
+    pub bytes: u64,
 }
 
 /// Table elements of one instance, all its tables together (a funcref is a pointer or two:
@@ -149,10 +165,11 @@ pub(super) struct HostState {
     logs: Vec<PolicyLog>,
     log_bytes: usize,
     max_log_bytes: usize,
+    max_log_lines: usize,
     proposal_calls: u32,
     max_proposals: u32,
-    /// Snapshot sections handed over, with their sizes.
-    handed_over: Vec<(Section, u64)>,
+    /// Snapshot sections handed over: one entry per section.
+    handed_over: Vec<SectionUse>,
     /// Set by an import that ends the evaluation (cap hit) just before it traps.
     abort: Option<PolicyFailure>,
     /// The message of a guest panic (the SDK's panic hook logs it before the trap).
@@ -199,8 +216,23 @@ impl HostState {
     /// (see `link_shared_snapshot`), counted as handed over.
     pub(super) fn section_bytes(&mut self, section: Section) -> wasmtime::Result<bytes::Bytes> {
         let bytes = self.session()?.snapshot.section(section);
-        self.handed_over.push((section, bytes.len() as u64));
+        self.hand_over(section, bytes.len() as u64);
         Ok(bytes)
+    }
+
+    /// Record that `section` (`len` bytes) was handed over once more.
+    fn hand_over(&mut self, section: Section, len: u64) {
+        match self.handed_over.iter_mut().find(|u| u.section == section) {
+            Some(used) => {
+                used.calls = used.calls.saturating_add(1);
+                used.bytes = used.bytes.saturating_add(len);
+            }
+            None => self.handed_over.push(SectionUse {
+                section,
+                calls: 1,
+                bytes: len,
+            }),
+        }
     }
 
     /// `map-section`: map (or copy) `section` into the guest's memory at `offset`. `false` when
@@ -302,7 +334,7 @@ impl cluster::Host for HostState {
             return Ok(false);
         }
         let len = snapshot.archive().range(section).len();
-        self.handed_over.push((section, len as u64));
+        self.hand_over(section, len as u64);
         Ok(true)
     }
 
@@ -315,12 +347,25 @@ impl cluster::Host for HostState {
     }
 
     fn object_json(&mut self, kind: String, index: u32) -> wasmtime::Result<Option<String>> {
+        // No kind is that long: answered without a lookup (and nothing echoes it).
+        if kind.len() > caps::MAX_OBJECT_KIND_BYTES {
+            return Ok(None);
+        }
         Ok(self.session()?.snapshot.object_json(&kind, index))
     }
 
     fn log(&mut self, level: wit::LogLevel, message: String) -> wasmtime::Result<()> {
         if let Some(panic) = message.strip_prefix("policy panicked: ") {
-            self.panic = Some(panic.to_string());
+            self.panic = Some(truncate(panic, caps::MAX_MESSAGE_BYTES).into_owned());
+        }
+        // Lines are counted as well as bytes: an empty line costs the host a record too. Past
+        // either cap the evaluation ends, keeping the lines logged before.
+        if self.logs.len() >= self.max_log_lines {
+            let cap = self.max_log_lines;
+            return Err(self.fail(
+                "log-cap",
+                format!("the policy logged more than {cap} lines in one evaluation"),
+            ));
         }
         self.log_bytes += message.len();
         if self.log_bytes > self.max_log_bytes {
@@ -438,6 +483,7 @@ fn new_store(engine: &Engine, session: Option<EvalSession>, layout: u32) -> Stor
         logs: Vec::new(),
         log_bytes: 0,
         max_log_bytes: limits.max_log_bytes,
+        max_log_lines: limits.max_log_lines,
         proposal_calls: 0,
         max_proposals: limits.max_proposals,
         handed_over: Vec::new(),
@@ -484,19 +530,16 @@ impl Call {
     pub(super) fn validate_args(&mut self, args: &str) -> Result<(), Vec<ArgError>> {
         match self.instance.call_validate_args(&mut self.store, args) {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(errors)) => Err(errors
-                .into_iter()
-                .map(|e| ArgError::new(e.field, e.message))
-                .collect()),
+            Ok(Err(errors)) => Err(caps::arg_errors(
+                errors.into_iter().map(|e| (e.field, e.message)),
+            )),
             Err(e) => {
                 let failure = classify(self.store.data_mut(), e);
-                Err(vec![ArgError::new(
-                    "",
-                    format!(
-                        "the policy failed while validating its args ({}): {}",
-                        failure.kind, failure.message
-                    ),
-                )])
+                let message = format!(
+                    "the policy failed while validating its args ({}): {}",
+                    failure.kind, failure.message
+                );
+                Err(caps::arg_errors(std::iter::once((String::new(), message))))
             }
         }
     }

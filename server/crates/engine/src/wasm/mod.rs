@@ -2,8 +2,8 @@
 //!
 //! Owns: the one wasmtime [`wasmtime::Engine`] of the process, validation and compilation of
 //! modules (once per digest, bounded in time and memory: [`compile`]), the sandbox (memory cap,
-//! wasm stack cap, epoch deadline, caps on proposal calls and log bytes) and the registry of
-//! compiled policies.
+//! wasm stack cap, epoch deadline, caps on proposal calls, log bytes and lines, and on every
+//! string or list a guest hands over — see [`caps`]) and the registry of compiled policies.
 //! Must not: touch SQL or HTTP (callers persist and serve), or load precompiled artifacts from
 //! bytes it did not compile itself (it deserializes only its own compiler's output, from its own
 //! cache directory — never bytes a user sent).
@@ -11,6 +11,7 @@
 //! Every evaluation gets a fresh `Store` and instance from a cached `InstancePre`; traps, timeouts
 //! and cap violations end that evaluation with a [`PolicyFailure`], never the process.
 
+pub mod caps;
 mod compile;
 mod host;
 mod inspect;
@@ -31,7 +32,7 @@ pub use compile::{
     CHILD_SUBCOMMAND, ChildArgs, CompileSettings, CompileStats, DEFAULT_COMPILE_MEMORY_BYTES,
     DEFAULT_COMPILE_TIMEOUT_MS, DEFAULT_MEMORY_CACHE_BYTES, Isolation, child_main,
 };
-pub use host::{EvalSession, Evaluation, PolicyLog};
+pub use host::{EvalSession, Evaluation, PolicyLog, SectionUse};
 
 /// The WIT package this host serves.
 pub const ABI_VERSION: &str = rebalancer_policy_sdk::ABI_VERSION;
@@ -63,6 +64,10 @@ pub struct SandboxLimits {
     pub max_proposals: u32,
     /// Log bytes allowed per evaluation.
     pub max_log_bytes: usize,
+    /// Log lines allowed per evaluation (empty lines count too); past it, the evaluation ends
+    /// with `log-cap`, as past the byte cap.
+    #[serde(default = "default_max_log_lines")]
+    pub max_log_lines: usize,
     /// Size cap of one policy state scope (keys plus values), in bytes.
     #[serde(default = "default_max_state_bytes")]
     pub max_state_bytes: usize,
@@ -70,6 +75,10 @@ pub struct SandboxLimits {
 
 fn default_max_state_bytes() -> usize {
     rebalancer_policy_sdk::state::DEFAULT_MAX_BYTES
+}
+
+fn default_max_log_lines() -> usize {
+    caps::DEFAULT_MAX_LOG_LINES
 }
 
 impl Default for SandboxLimits {
@@ -81,6 +90,7 @@ impl Default for SandboxLimits {
             stack_bytes: 1 << 20,
             max_proposals: 1_000_000,
             max_log_bytes: 1 << 20,
+            max_log_lines: default_max_log_lines(),
             max_state_bytes: default_max_state_bytes(),
         }
     }
@@ -569,6 +579,8 @@ pub struct PolicyFailure {
     /// `policy-error` | `invalid-args` | `missing-policy` | `unsupported-extension-point` |
     /// `instantiation`.
     pub kind: String,
+    /// At most [`caps::MAX_MESSAGE_BYTES`]: a longer message (a policy's error, a panic) is cut,
+    /// with a marker saying how long it was.
     pub message: String,
 }
 
@@ -576,7 +588,7 @@ impl PolicyFailure {
     pub fn new(kind: &str, message: impl Into<String>) -> Self {
         PolicyFailure {
             kind: kind.to_string(),
-            message: message.into(),
+            message: caps::message(message.into()),
         }
     }
 }
