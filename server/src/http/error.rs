@@ -226,9 +226,19 @@ impl From<IngestFailure> for ApiError {
 impl From<IngestError> for ApiError {
     fn from(e: IngestError) -> Self {
         let (status, details) = match &e {
-            IngestError::Malformed { line, column, .. } => (
+            IngestError::Malformed { line, column, .. }
+            | IngestError::NotAList { line, column, .. } => (
                 StatusCode::BAD_REQUEST,
                 json!({ "line": line, "column": column, "previousStateKept": true }),
+            ),
+            IngestError::Structure(s) => (
+                StatusCode::BAD_REQUEST,
+                json!({
+                    "line": s.line,
+                    "column": s.column,
+                    "path": s.path,
+                    "previousStateKept": true,
+                }),
             ),
             IngestError::InvalidObject {
                 index,
