@@ -9,7 +9,7 @@ use serde_json::json;
 use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
+use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody, decode_json};
 use super::page::Page;
 use super::timestamp;
 use crate::approval::{self, AutoApproveRules, RuleError};
@@ -217,7 +217,7 @@ fn comment_of(body: &[u8]) -> Result<Option<String>, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let parsed: DecisionComment = serde_json::from_slice(body).map_err(|e| {
+    let parsed: DecisionComment = decode_json(body, |e| {
         ApiError::bad_request(
             "invalid_request",
             format!("the body must be empty or {{\"comment\": \"...\"}}: {e}"),

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
+use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody, decode_json};
 use super::page::Page;
 use super::timestamp;
 use crate::audit::{self, action, kind};
@@ -217,14 +217,13 @@ pub async fn abort_pod_migration(
     let comment = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
-        serde_json::from_slice::<super::decisions::DecisionComment>(&body)
-            .map_err(|e| {
-                ApiError::bad_request(
-                    "invalid_request",
-                    format!("the body must be empty or {{\"comment\": \"...\"}}: {e}"),
-                )
-            })?
-            .comment
+        decode_json::<super::decisions::DecisionComment>(&body, |e| {
+            ApiError::bad_request(
+                "invalid_request",
+                format!("the body must be empty or {{\"comment\": \"...\"}}: {e}"),
+            )
+        })?
+        .comment
     };
     let work = {
         let state = state.clone();
