@@ -182,6 +182,10 @@ pub async fn spawn_with_backend(
         schedules_changed,
         backend,
         ingest: core.ingest.clone(),
+        snapshot_pushes: Arc::new(crate::http::pushes::SnapshotPushes::new(
+            settings.max_concurrent_snapshot_pushes,
+            std::time::Duration::from_millis(settings.snapshot_push_max_wait_ms),
+        )),
         runs: runs.clone(),
         approval,
         pod_migrations: pod_migrations.clone(),

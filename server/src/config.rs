@@ -18,6 +18,10 @@ pub const DEFAULT_DATABASE: &str = "./rebalancer.db";
 pub const DEFAULT_SNAPSHOT_BODY_LIMIT: ByteSize = ByteSize(1 << 30);
 /// Policy uploads are the largest other bodies.
 pub const DEFAULT_BODY_LIMIT: ByteSize = ByteSize(64 << 20);
+/// One push at a time: see `--max-concurrent-snapshot-pushes`.
+pub const DEFAULT_MAX_CONCURRENT_SNAPSHOT_PUSHES: usize = 1;
+/// Long enough for a push of the reference cluster (~6 s) to wait for several before it.
+pub const DEFAULT_SNAPSHOT_PUSH_MAX_WAIT: &str = "60s";
 
 /// Rebalancer: keeps Kubernetes clusters balanced with WebAssembly descheduling policies.
 #[derive(Debug, Parser)]
@@ -61,6 +65,22 @@ pub struct ServeArgs {
     /// Largest body of `PUT /api/v1/clusters/{name}/snapshot` (bytes, or with KiB/MiB/GiB).
     #[arg(long, env = "REBALANCER_SNAPSHOT_BODY_LIMIT", default_value_t = DEFAULT_SNAPSHOT_BODY_LIMIT)]
     pub snapshot_body_limit: ByteSize,
+
+    /// Snapshot pushes that may read and ingest their body at once. Each holds its body and,
+    /// while it is parsed and built, about as much again (the 420 MB reference cluster peaks
+    /// at ~900 MiB): the default of one keeps the server within 1 GiB for pushes of that size.
+    /// Raise it only with the memory for that many pushes of --snapshot-body-limit.
+    #[arg(
+        long,
+        env = "REBALANCER_MAX_CONCURRENT_SNAPSHOT_PUSHES",
+        default_value_t = DEFAULT_MAX_CONCURRENT_SNAPSHOT_PUSHES
+    )]
+    pub max_concurrent_snapshot_pushes: usize,
+
+    /// How long a snapshot push waits for its turn (Go duration, e.g. `60s`; `0s`: not at
+    /// all) before it is answered 503 with Retry-After. A waiting push has not read its body.
+    #[arg(long, env = "REBALANCER_SNAPSHOT_PUSH_MAX_WAIT", default_value = DEFAULT_SNAPSHOT_PUSH_MAX_WAIT)]
+    pub snapshot_push_max_wait: String,
 
     /// Largest body of every other endpoint, policy uploads included (bytes, or KiB/MiB/GiB).
     #[arg(long, env = "REBALANCER_BODY_LIMIT", default_value_t = DEFAULT_BODY_LIMIT)]
@@ -468,6 +488,10 @@ pub struct Settings {
     /// Load the demo cluster when the database has no cluster.
     pub demo: bool,
     pub snapshot_body_limit: usize,
+    /// `--max-concurrent-snapshot-pushes` (at least 1).
+    pub max_concurrent_snapshot_pushes: usize,
+    /// `--snapshot-push-max-wait` in milliseconds (0: a push never waits).
+    pub snapshot_push_max_wait_ms: u64,
     pub body_limit: usize,
     /// `--header-read-timeout`: time to send a request's head.
     pub header_read_timeout: std::time::Duration,
@@ -516,6 +540,8 @@ impl Settings {
             database,
             demo: true,
             snapshot_body_limit: DEFAULT_SNAPSHOT_BODY_LIMIT.0 as usize,
+            max_concurrent_snapshot_pushes: DEFAULT_MAX_CONCURRENT_SNAPSHOT_PUSHES,
+            snapshot_push_max_wait_ms: 60_000,
             body_limit: DEFAULT_BODY_LIMIT.0 as usize,
             header_read_timeout: std::time::Duration::from_secs(10),
             body_idle_timeout: std::time::Duration::from_secs(30),
@@ -557,6 +583,22 @@ impl TryFrom<ServeArgs> for Settings {
             }
         };
         positive("policy-timeout-ms", args.policy_timeout_ms)?;
+        positive(
+            "max-concurrent-snapshot-pushes",
+            args.max_concurrent_snapshot_pushes as u64,
+        )?;
+        let snapshot_push_max_wait_ms = {
+            let nanos =
+                rebalancer_policy_sdk::evictor::parse_go_duration(&args.snapshot_push_max_wait)
+                    .map_err(|message| ConfigError {
+                        flag: "snapshot-push-max-wait",
+                        message: format!("{message}: expected e.g. 60s, 2m or 0s"),
+                    })?;
+            u64::try_from(nanos / 1_000_000).map_err(|_| ConfigError {
+                flag: "snapshot-push-max-wait",
+                message: "must not be negative".into(),
+            })?
+        };
         positive("policy-max-proposals", u64::from(args.policy_max_proposals))?;
         let sandbox = SandboxLimits {
             max_module_bytes: size("policy-max-module-size", args.policy_max_module_size, 8)?,
@@ -636,6 +678,8 @@ impl TryFrom<ServeArgs> for Settings {
             database: args.database,
             demo: !args.no_demo,
             snapshot_body_limit: size("snapshot-body-limit", args.snapshot_body_limit, 1 << 10)?,
+            max_concurrent_snapshot_pushes: args.max_concurrent_snapshot_pushes,
+            snapshot_push_max_wait_ms,
             body_limit,
             header_read_timeout: positive_duration(
                 "header-read-timeout",
@@ -764,6 +808,29 @@ mod tests {
             SandboxLimits::default().timeout_ms
         );
         assert!(defaults.max_concurrent_evaluations >= 1);
+        assert_eq!(defaults.max_concurrent_snapshot_pushes, 1);
+        assert_eq!(defaults.snapshot_push_max_wait_ms, 60_000);
+        let pushes = parse(&[
+            "rebalancer",
+            "--max-concurrent-snapshot-pushes",
+            "3",
+            "--snapshot-push-max-wait",
+            "0s",
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                pushes.max_concurrent_snapshot_pushes,
+                pushes.snapshot_push_max_wait_ms
+            ),
+            (3, 0)
+        );
+        let err = parse(&["rebalancer", "--max-concurrent-snapshot-pushes", "0"]).unwrap_err();
+        assert!(err.contains("must be greater than 0"), "{err}");
+        let err = parse(&["rebalancer", "--snapshot-push-max-wait=-5s"]).unwrap_err();
+        assert!(err.contains("--snapshot-push-max-wait"), "{err}");
+        let err = parse(&["rebalancer", "--snapshot-push-max-wait", "soon"]).unwrap_err();
+        assert!(err.contains("--snapshot-push-max-wait"), "{err}");
 
         let serve = parse(&[
             "rebalancer",

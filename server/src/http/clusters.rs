@@ -14,10 +14,13 @@ use serde_json::json;
 use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiPath, ApiQuery, DocumentFormat, document_format, read_body_limited};
+use super::extract::{
+    ApiPath, ApiQuery, DocumentFormat, check_declared_length, document_format, read_body_limited,
+};
 use super::page::{Page, cursor_number, invalid_cursor};
 use super::timestamp;
 use crate::audit::{self, action, kind};
+use crate::ingest::{IngestFailure, check_name};
 use rebalancer_cluster::{self as cluster, ClusterSnapshot, IngestWarning, NodeUtilization};
 use rebalancer_store::{ClusterDeletion, ClusterRecord};
 
@@ -123,6 +126,10 @@ pub struct SnapshotQuery {
     /// a dump evaluates as of the moment it was recorded.
     #[param(format = DateTime)]
     pub observed_at: Option<String>,
+    /// Accept a List without nodes and pods (it replaces the cluster's state with nothing).
+    /// Without it, such a push is refused with 409 `empty_snapshot`: it is most often a
+    /// failed `kubectl get` piped into the push.
+    pub allow_empty: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -164,7 +171,11 @@ fn view(state: &AppState, record: ClusterRecord) -> Result<ClusterView, ApiError
 /// Replace a cluster's state with a Kubernetes `List` — exactly what
 /// `kubectl get nodes,pods,pdb,namespaces,priorityclasses -A -o json` prints — sent as JSON or
 /// YAML (`Content-Type: application/yaml`). Creates the cluster (backend `simulated`) when new.
-/// The replacement is atomic: when the document is refused, the previous state is untouched.
+/// The body is one List (`items` an array); its objects are validated as Kubernetes' API
+/// server validates them (names, labels, annotations, quantities, budgets, uids). A List
+/// without nodes and pods needs `allowEmpty=true`. At most --max-concurrent-snapshot-pushes
+/// pushes are read and ingested at once; the others wait up to --snapshot-push-max-wait. The
+/// replacement is atomic: when the document is refused, the previous state is untouched.
 #[utoipa::path(put, path = "/api/v1/clusters/{name}/snapshot", tag = "clusters",
     params(("name" = String, Path, description = "Cluster name (1–63 of a-z 0-9 - . _, starting \
             and ending with a letter or digit)", min_length = 1, max_length = 63,
@@ -177,15 +188,20 @@ fn view(state: &AppState, record: ClusterRecord) -> Result<ClusterView, ApiError
     responses(
         (status = 201, description = "Cluster created", body = SnapshotResult),
         (status = 200, description = "State replaced", body = SnapshotResult),
-        (status = 400, description = "Not JSON/YAML or not a List (`malformed_document`), a \
-            bad name (`invalid_name`, `invalid_path`) or a bad `observedAt` (`invalid_observed_at`)",
-            body = ErrorBody),
-        (status = 409, description = "A Kubernetes cluster this server watches (`cluster_is_live`)",
-            body = ErrorBody),
+        (status = 400, description = "Not JSON/YAML (`malformed_document`), not one List \
+            (`not_a_list`), nested too deep (`document_too_deep`), a repeated key \
+            (`duplicate_key`), a bad name (`invalid_name`, `invalid_path`) or a bad `observedAt` \
+            (`invalid_observed_at`)", body = ErrorBody),
+        (status = 409, description = "A Kubernetes cluster this server watches \
+            (`cluster_is_live`), or a List without nodes and pods (`empty_snapshot`) without \
+            `allowEmpty=true`", body = ErrorBody),
         (status = 413, description = "Over --snapshot-body-limit", body = ErrorBody),
-        (status = 415, description = "Neither JSON nor YAML", body = ErrorBody),
+        (status = 415, description = "Not application/json, application/yaml, \
+            application/x-yaml or text/yaml", body = ErrorBody),
         (status = 422, description = "An object is invalid; the message names it and the field",
             body = ErrorBody),
+        (status = 503, description = "No push slot came free within --snapshot-push-max-wait \
+            (`snapshot_pushes_busy`); retry after `Retry-After` seconds", body = ErrorBody),
     ))]
 pub async fn put_snapshot(
     State(state): State<AppState>,
@@ -219,25 +235,30 @@ pub async fn put_snapshot(
             ),
         ));
     }
+    check_name(&name).map_err(|reason| IngestFailure::InvalidName {
+        name: name.clone(),
+        reason,
+    })?;
     let format = match document_format(&headers)? {
         DocumentFormat::Json => cluster::Format::Json,
         DocumentFormat::Yaml => cluster::Format::Yaml,
     };
+    let limit = state.settings.snapshot_body_limit;
+    // Everything that can be refused without the body is, before the push takes a slot.
+    check_declared_length(&headers, limit, "snapshot")?;
+    let slot = state.snapshot_pushes.admit().await?;
     let started = std::time::Instant::now();
-    let bytes = read_body_limited(
-        &headers,
-        body,
-        state.settings.snapshot_body_limit,
-        "snapshot",
-    )
-    .await?;
+    let bytes = read_body_limited(&headers, body, limit, "snapshot").await?;
     let receive_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let allow_empty = query.allow_empty.unwrap_or(false);
     let ingest = {
         let state = state.clone();
         async move {
+            // Held until the ingest is over, even when the client goes away.
+            let _slot = slot;
             state
                 .ingest
-                .snapshot(&name, bytes, format, observed_at_ms)
+                .snapshot_allowing_empty(&name, bytes, format, observed_at_ms, allow_empty)
                 .await
         }
     };

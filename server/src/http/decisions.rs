@@ -9,7 +9,7 @@ use serde_json::json;
 use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody, PayloadTooLarge, UnsupportedMediaType};
-use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
+use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody, decode_json};
 use super::page::Page;
 use super::timestamp;
 use crate::approval::{self, AutoApproveRule, AutoApproveRules, RuleError};
@@ -224,7 +224,7 @@ pub(super) fn comment_body(body: &[u8]) -> Result<Option<String>, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let parsed: Option<Object<DecisionComment>> = serde_json::from_slice(body).map_err(|e| {
+    let parsed: Option<Object<DecisionComment>> = decode_json(body, |e| {
         let code = if e.is_data() {
             "invalid_request"
         } else {

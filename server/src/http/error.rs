@@ -19,6 +19,7 @@ use crate::executor::AbortError;
 use crate::ingest::IngestFailure;
 use crate::trigger::RunFailure;
 use rebalancer_cluster::IngestError;
+use rebalancer_cluster::document::StructureError;
 use rebalancer_engine::EngineError;
 use rebalancer_store::{DeleteTokenError, InsertTokenError, PutPolicyError, StoreError};
 
@@ -118,6 +119,14 @@ impl ApiError {
                 "the server is starting (compiling built-in policies, loading clusters); \
                  retry shortly",
             )
+        }
+    }
+
+    /// 503 with `Retry-After`: the server is at capacity for this kind of request.
+    pub fn busy(code: &'static str, message: impl Into<String>, retry_after_secs: u32) -> Self {
+        ApiError {
+            retry_after: Some(retry_after_secs),
+            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
         }
     }
 
@@ -257,6 +266,18 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
+/// A body nested too deep or with a repeated key (every JSON and YAML body is checked before
+/// it is decoded).
+impl From<StructureError> for ApiError {
+    fn from(e: StructureError) -> Self {
+        ApiError::bad_request(e.code(), e.to_string()).with_details(json!({
+            "line": e.line,
+            "column": e.column,
+            "path": e.path,
+        }))
+    }
+}
+
 // ---- Stage errors -----------------------------------------------------------------------------
 // Every error a stage returns converts here, so handlers use `?` and map nothing by hand.
 
@@ -267,6 +288,34 @@ impl From<IngestFailure> for ApiError {
                 ApiError::bad_request("invalid_name", err.to_string())
             }
             IngestFailure::Document(e) => e.into(),
+            IngestFailure::Empty {
+                ref name,
+                objects,
+                ref replaces,
+            } => {
+                let what = match replaces {
+                    Some((nodes, pods)) => format!(
+                        "pushing it would replace the state of cluster \"{name}\" ({nodes} \
+                         node(s), {pods} pod(s)) with nothing"
+                    ),
+                    None => {
+                        format!("pushing it would create cluster \"{name}\" with nothing in it")
+                    }
+                };
+                ApiError::conflict(
+                    "empty_snapshot",
+                    format!(
+                        "the snapshot holds no node and no pod ({objects} other object(s)); \
+                         {what}. If that is intended, push it with ?allowEmpty=true"
+                    ),
+                )
+                .with_details(json!({
+                    "nodes": 0,
+                    "pods": 0,
+                    "objects": objects,
+                    "previousStateKept": true,
+                }))
+            }
             IngestFailure::Store(e) => e.into(),
             IngestFailure::Task(e) => ApiError::internal("snapshot ingest task failed", e),
         }
@@ -277,9 +326,19 @@ impl From<IngestFailure> for ApiError {
 impl From<IngestError> for ApiError {
     fn from(e: IngestError) -> Self {
         let (status, details) = match &e {
-            IngestError::Malformed { line, column, .. } => (
+            IngestError::Malformed { line, column, .. }
+            | IngestError::NotAList { line, column, .. } => (
                 StatusCode::BAD_REQUEST,
                 json!({ "line": line, "column": column, "previousStateKept": true }),
+            ),
+            IngestError::Structure(s) => (
+                StatusCode::BAD_REQUEST,
+                json!({
+                    "line": s.line,
+                    "column": s.column,
+                    "path": s.path,
+                    "previousStateKept": true,
+                }),
             ),
             IngestError::InvalidObject {
                 index,

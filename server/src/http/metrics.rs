@@ -11,7 +11,7 @@ use super::error::{ApiError, Internal};
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Metrics in the Prometheus text format: runs, per-policy evaluation durations, proposals,
-/// decisions by status, evictions and pod migrations.
+/// decisions by status, evictions, pod migrations and snapshot pushes in progress.
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses(
         (status = 200, description = "Prometheus text format 0.0.4", body = String,
@@ -20,7 +20,9 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
     ))]
 pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     let decisions = state.store.count_decisions_by_status().await?;
-    let mut response = state.metrics.render(&decisions).into_response();
+    let mut text = state.metrics.render(&decisions);
+    state.snapshot_pushes.render_metrics(&mut text);
+    let mut response = text.into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));

@@ -27,6 +27,7 @@ pub mod page;
 pub mod pod_migrations;
 pub mod policies;
 pub mod profiles;
+pub mod pushes;
 pub mod runs;
 pub mod schedules;
 pub mod serve;

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody, PayloadTooLarge};
-use super::extract::{ApiPath, DocumentFormat, RawBody, document_format};
+use super::extract::{ApiPath, DocumentFormat, RawBody, decode_json, document_format};
 use super::timestamp;
 use crate::audit::{self, action, kind};
 use crate::ingest::check_name;
@@ -67,16 +67,18 @@ fn invalid(errors: Vec<ProfileError>) -> ApiError {
     ApiError::unprocessable("invalid_profile", message).with_details(json!({ "errors": errors }))
 }
 
-/// Parse a document body as JSON or YAML.
+/// Parse a document body as JSON or YAML (its structure checked first: see `extract`).
 pub(crate) fn parse_document(format: DocumentFormat, body: &[u8]) -> Result<Value, ApiError> {
     match format {
-        DocumentFormat::Json => serde_json::from_slice(body).map_err(|e| {
+        DocumentFormat::Json => decode_json(body, |e| {
             ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}"))
         }),
-        // Integers beyond 64 bits read as floats, as they do in JSON.
-        DocumentFormat::Yaml => rebalancer_cluster::yaml_json_value(
-            serde_yaml::Deserializer::from_slice(body),
-        )
+        // Integers beyond 64 bits read as floats, as they do in JSON; the structure (depth,
+        // repeated keys, one document) is checked first.
+        DocumentFormat::Yaml => {
+            rebalancer_cluster::document::check_yaml(body)?;
+            rebalancer_cluster::yaml_json_value(serde_yaml::Deserializer::from_slice(body))
+        }
         .map_err(|e| {
             ApiError::bad_request("invalid_yaml", format!("the body is not valid YAML: {e}"))
         }),

@@ -82,6 +82,23 @@ async fn health_openapi_and_swagger_ui() {
             }
         }
     }
+    // The snapshot push documents what it refuses: an empty List (409), no free slot (503),
+    // and the query parameter that allows an empty List.
+    let push = &paths["/api/v1/clusters/{name}/snapshot"]["put"];
+    for code in ["200", "201", "400", "409", "413", "415", "422", "503"] {
+        assert!(
+            push["responses"].get(code).is_some(),
+            "PUT snapshot: {code} undocumented"
+        );
+    }
+    let parameters: Vec<&str> = push["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(parameters.contains(&"allowEmpty"), "{parameters:?}");
+    assert!(parameters.contains(&"observedAt"), "{parameters:?}");
     let schemas = doc["components"]["schemas"].as_object().unwrap();
     for schema in [
         "ErrorBody",

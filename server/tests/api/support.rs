@@ -459,6 +459,13 @@ pub fn small_cluster() -> Value {
     ])
 }
 
+/// The value of the unlabelled series `name` (0 when absent).
+pub fn metric_value(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// Sum of every series of the Prometheus family `name` whose labels contain `filter`.
 pub fn metric_sum(text: &str, name: &str, filter: &str) -> f64 {
     text.lines()
