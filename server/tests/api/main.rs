@@ -15,6 +15,7 @@ mod clusters;
 mod compile;
 mod crash;
 mod docs;
+mod fuzz;
 mod koordinator;
 mod kube;
 mod kube_real;
