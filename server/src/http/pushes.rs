@@ -33,6 +33,22 @@ pub struct PushSlot {
     _permit: OwnedSemaphorePermit,
 }
 
+/// One waiting push in the gauge, for as long as it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(gauge: &'a AtomicUsize) -> Self {
+        gauge.fetch_add(1, Ordering::Relaxed);
+        Waiting(gauge)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl SnapshotPushes {
     /// `capacity` pushes at once (at least one); the others wait up to `max_wait`.
     pub fn new(capacity: usize, max_wait: Duration) -> SnapshotPushes {
@@ -52,9 +68,12 @@ impl SnapshotPushes {
         if let Ok(permit) = self.slots.clone().try_acquire_owned() {
             return Ok(PushSlot { _permit: permit });
         }
-        self.waiting.fetch_add(1, Ordering::Relaxed);
-        let waited = tokio::time::timeout(self.max_wait, self.slots.clone().acquire_owned()).await;
-        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        let waited = {
+            // Counted while waiting, also when the client goes away meanwhile (the request's
+            // future is then dropped here).
+            let _waiting = Waiting::new(&self.waiting);
+            tokio::time::timeout(self.max_wait, self.slots.clone().acquire_owned()).await
+        };
         match waited {
             Ok(Ok(permit)) => Ok(PushSlot { _permit: permit }),
             // The semaphore is never closed; treat it as busy all the same.
@@ -160,6 +179,22 @@ mod tests {
         assert_eq!(pushes.in_progress(), 1);
         drop(first);
         waiter.await.unwrap().unwrap();
+        assert_eq!(pushes.waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_push_given_up_while_waiting_is_no_longer_counted() {
+        let pushes = Arc::new(SnapshotPushes::new(1, Duration::from_secs(3600)));
+        let _held = pushes.admit().await.unwrap();
+        let waiter = tokio::spawn({
+            let pushes = pushes.clone();
+            async move { pushes.admit().await.map(|_| ()) }
+        });
+        while pushes.waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        waiter.abort();
+        assert!(waiter.await.unwrap_err().is_cancelled());
         assert_eq!(pushes.waiting(), 0);
     }
 }

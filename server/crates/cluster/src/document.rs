@@ -425,7 +425,12 @@ pub fn check_yaml(text: &[u8]) -> Result<YamlOutline, StructureError> {
     let mut events = YamlEvents::new(text);
     let mut frames: Vec<YamlFrame> = Vec::new();
     let mut outline = YamlOutline::default();
-    while let Some((event, at)) = events.next() {
+    loop {
+        // Only keys are looked at: a scalar is copied out of libyaml only where one is due.
+        let key_due = frames.last().is_some_and(|f| f.mapping && f.expect_key);
+        let Some((event, at)) = events.next(key_due) else {
+            break;
+        };
         match event {
             YamlEvent::DocumentStart => {
                 outline.documents += 1;
@@ -434,7 +439,7 @@ pub fn check_yaml(text: &[u8]) -> Result<YamlOutline, StructureError> {
                 }
             }
             YamlEvent::Scalar(value) => {
-                begin_yaml_node(&mut frames, Some(&value), at)?;
+                begin_yaml_node(&mut frames, value.as_deref(), at)?;
                 end_yaml_node(&mut frames);
             }
             YamlEvent::Alias => {
@@ -466,9 +471,12 @@ pub fn check_yaml(text: &[u8]) -> Result<YamlOutline, StructureError> {
 /// The events [`check_yaml`] looks at.
 enum YamlEvent {
     DocumentStart,
-    Scalar(Vec<u8>),
+    /// The scalar's text when it was asked for (a mapping key).
+    Scalar(Option<Vec<u8>>),
     Alias,
-    Start { mapping: bool },
+    Start {
+        mapping: bool,
+    },
     End,
     Other,
 }
@@ -505,9 +513,9 @@ impl<'a> YamlEvents<'a> {
         }
     }
 
-    /// The next event and where it starts (1-based line and column); `None` at the end of
-    /// the stream or at the first error.
-    fn next(&mut self) -> Option<(YamlEvent, (usize, usize))> {
+    /// The next event and where it starts (1-based line and column), with the text of a
+    /// scalar if `scalar_text`; `None` at the end of the stream or at the first error.
+    fn next(&mut self, scalar_text: bool) -> Option<(YamlEvent, (usize, usize))> {
         if self.done {
             return None;
         }
@@ -526,12 +534,10 @@ impl<'a> YamlEvents<'a> {
             let at = (mark.line as usize + 1, mark.column as usize + 1);
             let converted = match (*e).type_ {
                 unsafe_yaml::YAML_DOCUMENT_START_EVENT => YamlEvent::DocumentStart,
-                unsafe_yaml::YAML_SCALAR_EVENT => {
+                unsafe_yaml::YAML_SCALAR_EVENT => YamlEvent::Scalar(scalar_text.then(|| {
                     let scalar = (*e).data.scalar;
-                    YamlEvent::Scalar(
-                        std::slice::from_raw_parts(scalar.value, scalar.length as usize).to_vec(),
-                    )
-                }
+                    std::slice::from_raw_parts(scalar.value, scalar.length as usize).to_vec()
+                })),
                 unsafe_yaml::YAML_ALIAS_EVENT => YamlEvent::Alias,
                 unsafe_yaml::YAML_SEQUENCE_START_EVENT => YamlEvent::Start { mapping: false },
                 unsafe_yaml::YAML_MAPPING_START_EVENT => YamlEvent::Start { mapping: true },
