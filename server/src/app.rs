@@ -104,6 +104,7 @@ pub async fn spawn_with_backend(
         .with_context(|| format!("opening the database {}", settings.database.display()))?;
     let engine = Engine::new(EngineConfig {
         limits: settings.sandbox.clone(),
+        compile: settings.compile.clone(),
     })
     .context("starting the policy engine")?;
     let clusters = Clusters::default();
@@ -181,6 +182,10 @@ pub async fn spawn_with_backend(
         schedules_changed,
         backend,
         ingest: core.ingest.clone(),
+        snapshot_pushes: Arc::new(crate::http::pushes::SnapshotPushes::new(
+            settings.max_concurrent_snapshot_pushes,
+            std::time::Duration::from_millis(settings.snapshot_push_max_wait_ms),
+        )),
         runs: runs.clone(),
         approval,
         pod_migrations: pod_migrations.clone(),
@@ -257,8 +262,12 @@ async fn supervise(
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let (stop_serving, stop_rx) = watch::channel(false);
-    let serve = axum::serve(listener, router).with_graceful_shutdown(wait_true(stop_rx));
-    let mut serve = std::pin::pin!(serve.into_future());
+    let timeouts = crate::http::serve::ReadTimeouts {
+        head: core.settings.header_read_timeout,
+        body_idle: core.settings.body_idle_timeout,
+    };
+    let serve = crate::http::serve::serve(listener, router, timeouts, wait_true(stop_rx));
+    let mut serve = std::pin::pin!(serve);
     // Start-up and the scheduler are boxed so that they can be dropped as soon as serving
     // stops: a future that is no longer polled but still alive keeps whatever it holds at its
     // last await — a checked-out database connection above all, and the pool's `close()` below
@@ -274,12 +283,7 @@ async fn supervise(
 
     loop {
         tokio::select! {
-            served = &mut serve => {
-                if let Err(e) = served {
-                    failure.get_or_insert(anyhow::Error::new(e).context("the HTTP server failed"));
-                }
-                break;
-            }
+            () = &mut serve => break,
             started = async { startup.as_mut().expect("polled only while running").await }, if startup.is_some() => {
                 startup = None;
                 match started {
@@ -368,6 +372,20 @@ async fn start_up(core: Core) -> anyhow::Result<()> {
     executor::load_config(&core.store, &core.executor).await?;
     register_builtins(&core).await?;
     load_user_policies(&core).await?;
+    let registered: Vec<String> = core
+        .registry
+        .list()
+        .iter()
+        .map(|p| p.policy.meta.digest.clone())
+        .collect();
+    let keep: Vec<&str> = registered.iter().map(String::as_str).collect();
+    let removed = core.engine.retain_compiled(&keep);
+    if removed > 0 {
+        tracing::info!(
+            files = removed,
+            "removed compiled code of modules no longer registered"
+        );
+    }
     core.ingest.load_stored(&core.managed.names()).await?;
     // The demo cluster is for trying the server out: not next to real clusters.
     if core.settings.demo && core.managed.is_empty() && core.store.list_clusters().await?.is_empty()
@@ -390,7 +408,7 @@ async fn register_builtins(core: &Core) -> anyhow::Result<()> {
     for &(stem, wasm) in rebalancer_builtins::modules() {
         let started = Instant::now();
         let engine = core.engine.clone();
-        let policy = tokio::task::spawn_blocking(move || engine.compile(wasm))
+        let policy = tokio::task::spawn_blocking(move || engine.compile_builtin(wasm))
             .await?
             .with_context(|| format!("compiling the built-in policy module {stem}"))?;
         let meta = &policy.meta;

@@ -34,8 +34,14 @@ pub const AUTO_APPROVE_ACTOR: &str = "auto-approve:";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AutoApproveRule {
-    /// Recorded as the approving actor (`auto-approve:<name>`).
-    #[schema(example = "batch-balancing")]
+    /// Recorded as the approving actor (`auto-approve:<name>`): 1–63 letters, digits, `-`, `_`
+    /// or `.`; unique among the profile's rules.
+    #[schema(
+        example = "batch-balancing",
+        min_length = 1,
+        max_length = 63,
+        pattern = "^[A-Za-z0-9._-]{1,63}$"
+    )]
     pub name: String,
     /// Only proposals of these plugins.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -46,9 +52,62 @@ pub struct AutoApproveRule {
     #[schema(example = json!(["batch"]))]
     pub namespaces: Vec<String>,
     /// Only pods whose labels match (a Kubernetes label selector).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>, example = json!({"matchLabels": {"tier": "batch"}}))]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "label_selector"
+    )]
+    #[schema(value_type = Option<LabelSelector>, example = json!({"matchLabels": {"tier": "batch"}}))]
     pub pod_selector: Option<LabelSelectorSpec>,
+}
+
+/// `metav1.LabelSelector` as the API document shows `podSelector` (read into the SDK's
+/// [`LabelSelectorSpec`]; keys, values and operators are checked by [`AutoApproveRules::validate`]).
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // only describes the document
+pub struct LabelSelector {
+    /// Labels a pod must have, with these values.
+    match_labels: Option<std::collections::BTreeMap<String, String>>,
+    /// Requirements a pod's labels must all meet.
+    match_expressions: Option<Vec<LabelSelectorRequirement>>,
+}
+
+/// One `matchExpressions` entry.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // only describes the document
+pub struct LabelSelectorRequirement {
+    #[schema(example = "tier")]
+    key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    #[schema(example = "In")]
+    operator: String,
+    /// Required for `In` and `NotIn`, forbidden for `Exists` and `DoesNotExist`.
+    values: Option<Vec<String>>,
+}
+
+/// A `podSelector`: null, or an object whose `matchExpressions` entries are objects (the SDK's
+/// derived `Deserialize` would also take arrays in their place).
+fn label_selector<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<LabelSelectorSpec>, D::Error> {
+    let Some(value) = Option::<Value>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let entries_are_objects = match value.get("matchExpressions") {
+        Some(Value::Array(entries)) => entries.iter().all(Value::is_object),
+        _ => true,
+    };
+    if !value.is_object() || !entries_are_objects {
+        return Err(serde::de::Error::custom(
+            "podSelector must be a label selector object: {\"matchLabels\": {…}, \
+             \"matchExpressions\": [{\"key\", \"operator\", \"values\"}]}",
+        ));
+    }
+    serde_json::from_value(value)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
 }
 
 /// The rules of one profile.
@@ -56,6 +115,7 @@ pub struct AutoApproveRule {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AutoApproveRules {
     /// Checked in order; the first match approves.
+    #[serde(deserialize_with = "crate::strict_json::objects")]
     pub rules: Vec<AutoApproveRule>,
 }
 
@@ -74,6 +134,7 @@ impl AutoApproveRules {
         let mut names = std::collections::BTreeSet::new();
         for (i, rule) in self.rules.iter().enumerate() {
             let field = |f: &str| format!("rules[{i}].{f}");
+            // The document's pattern for `name` says the same.
             let valid_name = !rule.name.is_empty()
                 && rule.name.len() <= 63
                 && rule

@@ -77,20 +77,25 @@ pub async fn authenticate(store: &Store, token: &str) -> Result<Option<Principal
         .map(Principal::from))
 }
 
-/// Names of tokens created over the API: 1–100 characters, letters, digits, spaces and
-/// `-._@/`; `:` is reserved for the server's own tokens.
+/// Names of tokens created over the API: 1–100 characters, ASCII letters, digits, spaces and
+/// `-._@/`, not only spaces; `:` is reserved for the server's own tokens. Exactly
+/// [`TOKEN_NAME_PATTERN`] with at most 100 characters, as the OpenAPI document says.
 pub fn check_token_name(name: &str) -> Result<(), &'static str> {
     if name.trim().is_empty() || name.len() > 100 {
         return Err("must be 1 to 100 characters long and not blank");
     }
     if !name
-        .chars()
-        .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '.' | '_' | '@' | '/'))
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b' ' | b'-' | b'.' | b'_' | b'@' | b'/'))
     {
-        return Err("may only contain letters, digits, spaces and - . _ @ /");
+        return Err("may only contain ASCII letters and digits, spaces and - . _ @ /");
     }
     Ok(())
 }
+
+/// [`check_token_name`] as a regular expression (the document's `pattern`; the length is its
+/// `maxLength`): a character other than a space, anywhere.
+pub const TOKEN_NAME_PATTERN: &str = "^ *[A-Za-z0-9._@/-][A-Za-z0-9 ._@/-]*$";
 
 /// What [`bootstrap`] did.
 #[derive(Debug, PartialEq, Eq)]
@@ -185,7 +190,17 @@ mod tests {
         for ok in ["ci", "Portal bot", "alice@example.com", "team/sre-1"] {
             assert!(check_token_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "   ", "env:x", "a\nb", &"x".repeat(101)] {
+        // Only ASCII letters: the document's pattern means the same in every regex dialect.
+        for bad in [
+            "",
+            "   ",
+            "env:x",
+            "a\nb",
+            "a\tb",
+            "Zoë",
+            "\u{a0}",
+            &"x".repeat(101),
+        ] {
             assert!(check_token_name(bad).is_err(), "{bad:?}");
         }
     }

@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use rebalancer_engine::SandboxLimits;
+use rebalancer_engine::{CompileSettings, Isolation, SandboxLimits};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_DATABASE: &str = "./rebalancer.db";
@@ -18,6 +18,10 @@ pub const DEFAULT_DATABASE: &str = "./rebalancer.db";
 pub const DEFAULT_SNAPSHOT_BODY_LIMIT: ByteSize = ByteSize(1 << 30);
 /// Policy uploads are the largest other bodies.
 pub const DEFAULT_BODY_LIMIT: ByteSize = ByteSize(64 << 20);
+/// One push at a time: see `--max-concurrent-snapshot-pushes`.
+pub const DEFAULT_MAX_CONCURRENT_SNAPSHOT_PUSHES: usize = 1;
+/// Long enough for a push of the reference cluster (~6 s) to wait for several before it.
+pub const DEFAULT_SNAPSHOT_PUSH_MAX_WAIT: &str = "60s";
 
 /// Rebalancer: keeps Kubernetes clusters balanced with WebAssembly descheduling policies.
 #[derive(Debug, Parser)]
@@ -62,9 +66,36 @@ pub struct ServeArgs {
     #[arg(long, env = "REBALANCER_SNAPSHOT_BODY_LIMIT", default_value_t = DEFAULT_SNAPSHOT_BODY_LIMIT)]
     pub snapshot_body_limit: ByteSize,
 
+    /// Snapshot pushes that may read and ingest their body at once. Each holds its body and,
+    /// while it is parsed and built, about as much again (the 420 MB reference cluster peaks
+    /// at ~900 MiB): the default of one keeps the server within 1 GiB for pushes of that size.
+    /// Raise it only with the memory for that many pushes of --snapshot-body-limit.
+    #[arg(
+        long,
+        env = "REBALANCER_MAX_CONCURRENT_SNAPSHOT_PUSHES",
+        default_value_t = DEFAULT_MAX_CONCURRENT_SNAPSHOT_PUSHES
+    )]
+    pub max_concurrent_snapshot_pushes: usize,
+
+    /// How long a snapshot push waits for its turn (Go duration, e.g. `60s`; `0s`: not at
+    /// all) before it is answered 503 with Retry-After. A waiting push has not read its body.
+    #[arg(long, env = "REBALANCER_SNAPSHOT_PUSH_MAX_WAIT", default_value = DEFAULT_SNAPSHOT_PUSH_MAX_WAIT)]
+    pub snapshot_push_max_wait: String,
+
     /// Largest body of every other endpoint, policy uploads included (bytes, or KiB/MiB/GiB).
     #[arg(long, env = "REBALANCER_BODY_LIMIT", default_value_t = DEFAULT_BODY_LIMIT)]
     pub body_limit: ByteSize,
+
+    /// How long a client has to send a request's head (request line and headers), from
+    /// connecting or from the previous answer on a kept-alive connection (Go duration); then
+    /// the connection is closed.
+    #[arg(long, env = "REBALANCER_HEADER_READ_TIMEOUT", default_value = DEFAULT_HEADER_READ_TIMEOUT)]
+    pub header_read_timeout: String,
+
+    /// Longest pause in a request body while the server waits for it (Go duration); then the
+    /// request is answered 408 and the connection closed.
+    #[arg(long, env = "REBALANCER_BODY_IDLE_TIMEOUT", default_value = DEFAULT_BODY_IDLE_TIMEOUT)]
+    pub body_idle_timeout: String,
 
     /// Largest policy module accepted at upload.
     #[arg(long, env = "REBALANCER_POLICY_MAX_MODULE_SIZE",
@@ -107,13 +138,44 @@ pub struct ServeArgs {
           default_value_t = ByteSize(SandboxLimits::default().max_state_bytes as u64))]
     pub policy_state_max_size: ByteSize,
 
-    /// Policy compilations and runs allowed at once (0: one per CPU).
+    /// Policy evaluations allowed at once (0: one per CPU). Compiles have slots of their own.
     #[arg(
         long,
         env = "REBALANCER_MAX_CONCURRENT_EVALUATIONS",
         default_value_t = 0
     )]
     pub max_concurrent_evaluations: usize,
+
+    /// Address-space limit of the process that compiles an uploaded module; a module that needs
+    /// more is refused (422 compile_memory).
+    #[arg(long, env = "REBALANCER_POLICY_COMPILE_MEMORY",
+          default_value_t = ByteSize(rebalancer_engine::DEFAULT_COMPILE_MEMORY_BYTES))]
+    pub policy_compile_memory: ByteSize,
+
+    /// Deadline of one module compile in milliseconds; a module that takes longer is refused
+    /// (422 compile_timeout).
+    #[arg(long, env = "REBALANCER_POLICY_COMPILE_TIMEOUT_MS",
+          default_value_t = rebalancer_engine::DEFAULT_COMPILE_TIMEOUT_MS)]
+    pub policy_compile_timeout_ms: u64,
+
+    /// Module compiles at once (each in a process of its own); more wait.
+    #[arg(
+        long,
+        env = "REBALANCER_POLICY_COMPILE_CONCURRENCY",
+        default_value_t = 1
+    )]
+    pub policy_compile_concurrency: usize,
+
+    /// Directory of compiled policy code, so that a restart does not compile again
+    /// [default: `<database file name without extension>-compiled` beside the database].
+    #[arg(long, env = "REBALANCER_POLICY_CACHE_DIR")]
+    pub policy_cache_dir: Option<PathBuf>,
+
+    /// Compiled code kept in memory for modules no registered policy holds (re-uploads of a
+    /// module, `validate` calls); least recently used first out.
+    #[arg(long, env = "REBALANCER_POLICY_CACHE_MEMORY",
+          default_value_t = ByteSize(rebalancer_engine::DEFAULT_MEMORY_CACHE_BYTES as u64))]
+    pub policy_cache_memory: ByteSize,
 
     /// Log format.
     #[arg(long, env = "REBALANCER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -353,6 +415,26 @@ impl KubeSettings {
 
 /// Default of `--proposal-ttl`.
 pub const DEFAULT_PROPOSAL_TTL: &str = "1h";
+/// Default of `--header-read-timeout`.
+pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
+/// Default of `--body-idle-timeout`.
+pub const DEFAULT_BODY_IDLE_TIMEOUT: &str = "30s";
+
+/// A positive Go duration (`10s`, `500ms`) of a flag.
+fn positive_duration(flag: &'static str, text: &str) -> Result<std::time::Duration, ConfigError> {
+    let nanos =
+        rebalancer_policy_sdk::evictor::parse_go_duration(text).map_err(|m| ConfigError {
+            flag,
+            message: format!("{m}: expected e.g. 500ms, 10s or 1m"),
+        })?;
+    if nanos <= 0 {
+        return Err(ConfigError {
+            flag,
+            message: "must be greater than 0".into(),
+        });
+    }
+    Ok(std::time::Duration::from_nanos(nanos as u64))
+}
 
 /// A secret from the command line or environment: never shown by `Debug` or `Display`.
 #[derive(Clone, PartialEq, Eq)]
@@ -406,8 +488,19 @@ pub struct Settings {
     /// Load the demo cluster when the database has no cluster.
     pub demo: bool,
     pub snapshot_body_limit: usize,
+    /// `--max-concurrent-snapshot-pushes` (at least 1).
+    pub max_concurrent_snapshot_pushes: usize,
+    /// `--snapshot-push-max-wait` in milliseconds (0: a push never waits).
+    pub snapshot_push_max_wait_ms: u64,
     pub body_limit: usize,
+    /// `--header-read-timeout`: time to send a request's head.
+    pub header_read_timeout: std::time::Duration,
+    /// `--body-idle-timeout`: longest pause in a request body.
+    pub body_idle_timeout: std::time::Duration,
     pub sandbox: SandboxLimits,
+    /// How modules are compiled: [`Settings::new`] compiles in process without a disk cache
+    /// (tests, tools); the command line in a child process, cached beside the database.
+    pub compile: CompileSettings,
     pub max_concurrent_evaluations: usize,
     pub log_format: LogFormat,
     /// `--admin-token` / `REBALANCER_ADMIN_TOKEN`.
@@ -416,6 +509,19 @@ pub struct Settings {
     pub proposal_ttl_ms: i64,
     /// Kubernetes clusters managed with the server's own credentials.
     pub kube: KubeSettings,
+}
+
+/// The least `--policy-compile-memory`: the compiler process maps the server binary and the
+/// stacks of its threads before it compiles anything.
+const MIN_COMPILE_MEMORY: u64 = 256 << 20;
+
+/// `./rebalancer.db` → `./rebalancer-compiled`.
+fn default_cache_dir(database: &std::path::Path) -> PathBuf {
+    let stem = database
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "rebalancer".into());
+    database.with_file_name(format!("{stem}-compiled"))
 }
 
 /// A flag value that cannot work.
@@ -434,8 +540,13 @@ impl Settings {
             database,
             demo: true,
             snapshot_body_limit: DEFAULT_SNAPSHOT_BODY_LIMIT.0 as usize,
+            max_concurrent_snapshot_pushes: DEFAULT_MAX_CONCURRENT_SNAPSHOT_PUSHES,
+            snapshot_push_max_wait_ms: 60_000,
             body_limit: DEFAULT_BODY_LIMIT.0 as usize,
+            header_read_timeout: std::time::Duration::from_secs(10),
+            body_idle_timeout: std::time::Duration::from_secs(30),
             sandbox: SandboxLimits::default(),
+            compile: CompileSettings::default(),
             max_concurrent_evaluations: default_parallelism(),
             log_format: LogFormat::Text,
             admin_token: None,
@@ -472,6 +583,22 @@ impl TryFrom<ServeArgs> for Settings {
             }
         };
         positive("policy-timeout-ms", args.policy_timeout_ms)?;
+        positive(
+            "max-concurrent-snapshot-pushes",
+            args.max_concurrent_snapshot_pushes as u64,
+        )?;
+        let snapshot_push_max_wait_ms = {
+            let nanos =
+                rebalancer_policy_sdk::evictor::parse_go_duration(&args.snapshot_push_max_wait)
+                    .map_err(|message| ConfigError {
+                        flag: "snapshot-push-max-wait",
+                        message: format!("{message}: expected e.g. 60s, 2m or 0s"),
+                    })?;
+            u64::try_from(nanos / 1_000_000).map_err(|_| ConfigError {
+                flag: "snapshot-push-max-wait",
+                message: "must not be negative".into(),
+            })?
+        };
         positive("policy-max-proposals", u64::from(args.policy_max_proposals))?;
         let sandbox = SandboxLimits {
             max_module_bytes: size("policy-max-module-size", args.policy_max_module_size, 8)?,
@@ -508,13 +635,57 @@ impl TryFrom<ServeArgs> for Settings {
             });
         }
         let kube = KubeSettings::from_args(&args)?;
+        positive("policy-compile-timeout-ms", args.policy_compile_timeout_ms)?;
+        positive(
+            "policy-compile-concurrency",
+            args.policy_compile_concurrency as u64,
+        )?;
+        if args.policy_compile_memory.0 < MIN_COMPILE_MEMORY {
+            return Err(ConfigError {
+                flag: "policy-compile-memory",
+                message: format!(
+                    "{} is too small (at least {}: the compiler process itself needs that much \
+                     address space)",
+                    args.policy_compile_memory,
+                    ByteSize(MIN_COMPILE_MEMORY)
+                ),
+            });
+        }
+        let compile = CompileSettings {
+            isolation: Isolation::Subprocess {
+                program: std::env::current_exe().map_err(|e| ConfigError {
+                    flag: "policy-compile-memory",
+                    message: format!(
+                        "compiles run in a child process of this binary, whose path is \
+                         unknown: {e}"
+                    ),
+                })?,
+            },
+            cache_dir: Some(
+                args.policy_cache_dir
+                    .clone()
+                    .unwrap_or_else(|| default_cache_dir(&args.database)),
+            ),
+            memory_bytes: args.policy_compile_memory.0,
+            timeout_ms: args.policy_compile_timeout_ms,
+            max_concurrent: args.policy_compile_concurrency,
+            memory_cache_bytes: size("policy-cache-memory", args.policy_cache_memory, 0)?,
+        };
         Ok(Settings {
             kube,
+            compile,
             listen: args.listen,
             database: args.database,
             demo: !args.no_demo,
             snapshot_body_limit: size("snapshot-body-limit", args.snapshot_body_limit, 1 << 10)?,
+            max_concurrent_snapshot_pushes: args.max_concurrent_snapshot_pushes,
+            snapshot_push_max_wait_ms,
             body_limit,
+            header_read_timeout: positive_duration(
+                "header-read-timeout",
+                &args.header_read_timeout,
+            )?,
+            body_idle_timeout: positive_duration("body-idle-timeout", &args.body_idle_timeout)?,
             sandbox,
             max_concurrent_evaluations: match args.max_concurrent_evaluations {
                 0 => default_parallelism(),
@@ -637,6 +808,29 @@ mod tests {
             SandboxLimits::default().timeout_ms
         );
         assert!(defaults.max_concurrent_evaluations >= 1);
+        assert_eq!(defaults.max_concurrent_snapshot_pushes, 1);
+        assert_eq!(defaults.snapshot_push_max_wait_ms, 60_000);
+        let pushes = parse(&[
+            "rebalancer",
+            "--max-concurrent-snapshot-pushes",
+            "3",
+            "--snapshot-push-max-wait",
+            "0s",
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                pushes.max_concurrent_snapshot_pushes,
+                pushes.snapshot_push_max_wait_ms
+            ),
+            (3, 0)
+        );
+        let err = parse(&["rebalancer", "--max-concurrent-snapshot-pushes", "0"]).unwrap_err();
+        assert!(err.contains("must be greater than 0"), "{err}");
+        let err = parse(&["rebalancer", "--snapshot-push-max-wait=-5s"]).unwrap_err();
+        assert!(err.contains("--snapshot-push-max-wait"), "{err}");
+        let err = parse(&["rebalancer", "--snapshot-push-max-wait", "soon"]).unwrap_err();
+        assert!(err.contains("--snapshot-push-max-wait"), "{err}");
 
         let serve = parse(&[
             "rebalancer",
@@ -699,6 +893,88 @@ mod tests {
         assert!(err.contains("visible ASCII"), "{err}");
         let err = parse(&["rebalancer", "--listen", "nowhere"]).unwrap_err();
         assert!(err.contains("--listen"), "{err}");
+    }
+
+    #[test]
+    fn compile_flags() {
+        let defaults = parse(&["rebalancer", "--database", "/data/prod.db"]).unwrap();
+        let compile = &defaults.compile;
+        assert_eq!(
+            compile.cache_dir.as_deref(),
+            Some(std::path::Path::new("/data/prod-compiled"))
+        );
+        assert!(
+            matches!(&compile.isolation, Isolation::Subprocess { program } if program.exists()),
+            "{compile:?}"
+        );
+        assert_eq!(compile.memory_bytes, 1 << 30);
+        assert_eq!(compile.timeout_ms, 60_000);
+        assert_eq!(compile.max_concurrent, 1);
+
+        let set = parse(&[
+            "rebalancer",
+            "--policy-compile-memory",
+            "2GiB",
+            "--policy-compile-timeout-ms",
+            "5000",
+            "--policy-compile-concurrency",
+            "2",
+            "--policy-cache-dir",
+            "/var/cache/rb",
+            "--policy-cache-memory",
+            "32MiB",
+        ])
+        .unwrap();
+        assert_eq!(set.compile.memory_bytes, 2 << 30);
+        assert_eq!(set.compile.timeout_ms, 5000);
+        assert_eq!(set.compile.max_concurrent, 2);
+        assert_eq!(set.compile.cache_dir, Some(PathBuf::from("/var/cache/rb")));
+        assert_eq!(set.compile.memory_cache_bytes, 32 << 20);
+
+        let err = parse(&["rebalancer", "--policy-compile-memory", "64MiB"]).unwrap_err();
+        assert!(
+            err.contains("--policy-compile-memory: 64MiB is too small"),
+            "{err}"
+        );
+        let err = parse(&["rebalancer", "--policy-compile-timeout-ms", "0"]).unwrap_err();
+        assert!(err.contains("--policy-compile-timeout-ms"), "{err}");
+        let err = parse(&["rebalancer", "--policy-compile-concurrency", "0"]).unwrap_err();
+        assert!(err.contains("--policy-compile-concurrency"), "{err}");
+    }
+
+    #[test]
+    fn read_timeouts() {
+        let defaults = parse(&["rebalancer"]).unwrap();
+        let new = Settings::new(DEFAULT_LISTEN.parse().unwrap(), DEFAULT_DATABASE.into());
+        assert_eq!(
+            (defaults.header_read_timeout, defaults.body_idle_timeout),
+            (
+                std::time::Duration::from_secs(10),
+                std::time::Duration::from_secs(30)
+            )
+        );
+        assert_eq!(
+            (new.header_read_timeout, new.body_idle_timeout),
+            (defaults.header_read_timeout, defaults.body_idle_timeout),
+            "Settings::new has the flags' defaults"
+        );
+        let s = parse(&[
+            "rebalancer",
+            "--header-read-timeout",
+            "500ms",
+            "--body-idle-timeout",
+            "1m",
+        ])
+        .unwrap();
+        assert_eq!(s.header_read_timeout, std::time::Duration::from_millis(500));
+        assert_eq!(s.body_idle_timeout, std::time::Duration::from_secs(60));
+        let err = parse(&["rebalancer", "--header-read-timeout", "0s"]).unwrap_err();
+        assert!(
+            err.contains("--header-read-timeout: must be greater than 0"),
+            "{err}"
+        );
+        let err = parse(&["rebalancer", "--body-idle-timeout", "forever"]).unwrap_err();
+        assert!(err.contains("--body-idle-timeout"), "{err}");
     }
 
     #[test]

@@ -38,6 +38,16 @@ pub enum IngestFailure {
     InvalidName { name: String, reason: &'static str },
     #[error(transparent)]
     Document(#[from] cluster::IngestError),
+    /// No node and no pod, and the client did not say `allowEmpty`: most likely a failed
+    /// `kubectl get` piped into the push, which would wipe the cluster.
+    #[error("the snapshot for cluster {name:?} holds no node and no pod")]
+    Empty {
+        name: String,
+        /// Objects of other kinds in the snapshot.
+        objects: usize,
+        /// Nodes and pods of the state it would replace (`None`: a new cluster).
+        replaces: Option<(i64, i64)>,
+    },
     #[error(transparent)]
     Store(#[from] store::StoreError),
     #[error("ingest task failed: {0}")]
@@ -119,13 +129,28 @@ impl Ingest {
 
     /// Replace (or create) a cluster's state from a Kubernetes `List` document: parse, build
     /// the snapshot, persist in one transaction, and only then swap the in-memory snapshot.
-    /// On any error the previous state is untouched.
+    /// A List without nodes and pods is refused ([`IngestFailure::Empty`]). On any error the
+    /// previous state is untouched.
     pub async fn snapshot(
         &self,
         name: &str,
         body: Vec<u8>,
         format: cluster::Format,
         observed_at_ms: Option<i64>,
+    ) -> Result<IngestOutcome, IngestFailure> {
+        self.snapshot_allowing_empty(name, body, format, observed_at_ms, false)
+            .await
+    }
+
+    /// [`Ingest::snapshot`], accepting a List without nodes and pods when `allow_empty` (the
+    /// client said so: `?allowEmpty=true`).
+    pub async fn snapshot_allowing_empty(
+        &self,
+        name: &str,
+        body: Vec<u8>,
+        format: cluster::Format,
+        observed_at_ms: Option<i64>,
+        allow_empty: bool,
     ) -> Result<IngestOutcome, IngestFailure> {
         check_name(name).map_err(|reason| IngestFailure::InvalidName {
             name: name.to_string(),
@@ -137,7 +162,6 @@ impl Ingest {
         let objects =
             tokio::task::spawn_blocking(move || cluster::parse_list(body, format)).await??;
         let parse_ms = ms(started);
-
         let revision = self.clusters.next_revision();
         let time_ms = observed_at_ms.unwrap_or_else(store::now_ms);
         let build_started = Instant::now();
@@ -147,6 +171,23 @@ impl Ingest {
         })
         .await??;
         let build_ms = ms(build_started);
+        // After every other check: an empty List is refused only when it is otherwise valid.
+        let modelled = |kind| objects.count_of(kind);
+        if !allow_empty
+            && modelled(cluster::ObjectKind::Node) == 0
+            && modelled(cluster::ObjectKind::Pod) == 0
+        {
+            let replaces = match self.store.get_cluster(name).await {
+                Ok(current) => Some((current.node_count, current.pod_count)),
+                Err(store::StoreError::NotFound { .. }) => None,
+                Err(e) => return Err(e.into()),
+            };
+            return Err(IngestFailure::Empty {
+                name: name.to_owned(),
+                objects: objects.len(),
+                replaces,
+            });
+        }
 
         let counts = &snapshot.counts;
         let warnings = serde_json::to_value(&snapshot.warnings)

@@ -24,6 +24,7 @@
 //! - [`managed`]: Kubernetes clusters the operator connected (`rebalancer_kube`): live sync,
 //!   Leases, their backends, and whether this server may act on each.
 //! - [`metrics`]: Prometheus counters and histograms, rendered at `/metrics`.
+//! - [`strict_json`]: request bodies take a JSON object where the API document says object.
 //!
 //! Elsewhere: `rebalancer_store` (SQLite, all SQL), `rebalancer_cluster` (cluster state),
 //! `rebalancer_backend` (the backend contract), `rebalancer_kube` (the Kubernetes backend),
@@ -45,5 +46,6 @@ pub mod in_flight;
 pub mod ingest;
 pub mod managed;
 pub mod metrics;
+pub mod strict_json;
 pub mod telemetry;
 pub mod trigger;

@@ -6,7 +6,17 @@ use clap::Parser as _;
 use rebalancer_server::config::{Cli, Command, Settings};
 use rebalancer_server::{app, telemetry};
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
+    // The server compiles uploaded modules by running itself as `rebalancer compile-module`
+    // (hidden: not a command for people), bounded in memory and time.
+    let mut args = std::env::args_os();
+    if args
+        .nth(1)
+        .is_some_and(|a| a == rebalancer_engine::CHILD_SUBCOMMAND)
+    {
+        let child = rebalancer_engine::ChildArgs::parse(args).map_err(anyhow::Error::msg)?;
+        return Ok(rebalancer_engine::child_main(child));
+    }
     match Cli::parse().into_command() {
         Command::Serve(args) => {
             let settings = Settings::try_from(args)?;
@@ -15,7 +25,8 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?
-                .block_on(app::run(settings))
+                .block_on(app::run(settings))?;
+            Ok(std::process::ExitCode::SUCCESS)
         }
     }
 }

@@ -96,16 +96,68 @@ impl<'de> Deserialize<'de> for IntOrPercent {
                         "{s:?} is neither a non-negative integer nor a percentage like \"10%\""
                     ))
                 })?;
+                // Digits only (no sign, no blank), as the document's pattern says.
                 digits
-                    .parse::<u32>()
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+                    .then(|| digits.parse::<u32>().ok())
+                    .flatten()
                     .map(IntOrPercent::Percent)
-                    .map_err(|_| {
+                    .ok_or_else(|| {
                         serde::de::Error::custom(format!("{s:?} is not a percentage like \"10%\""))
                     })
             }
         }
     }
 }
+
+/// The OpenAPI schema of an optional [`IntOrPercent`] whose percentage matches `percent` (a
+/// pattern): a count (a JSON integer that fits a `u32`), a percentage string, or null.
+fn int_or_percent_schema(percent: &str, description: &str) -> utoipa::openapi::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+    OneOfBuilder::new()
+        .description(Some(description))
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                    utoipa::openapi::KnownFormat::Int64,
+                )))
+                .minimum(Some(0))
+                .maximum(Some(u32::MAX)),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(percent)),
+        )
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .build()
+        .into()
+}
+
+/// Per-workload limits: a count, or a percentage of the workload's replicas up to 100%.
+fn workload_limit_schema() -> utoipa::openapi::Schema {
+    int_or_percent_schema(
+        PERCENT_UP_TO_100,
+        "A count, or a percentage of the workload's replicas from \"0%\" to \"100%\"; null \
+         for the dynamic rule (1 below 4 replicas, 2 for 4–10, 10% above 10).",
+    )
+}
+
+/// A limiter's tokens per duration: a count or any percentage of the workload's replicas.
+fn limiter_tokens_schema() -> utoipa::openapi::Schema {
+    int_or_percent_schema(
+        "^[0-9]+%$",
+        "Tokens per `duration`: a count, or (workload limiter only) a percentage of the \
+         workload's replicas. For the workload limiter, null means \"computed from \
+         maxMigratingPerWorkload against the workload's replicas\"; the namespace limiter \
+         needs a positive count.",
+    )
+}
+
+/// A percentage from 0% to 100% (leading zeros allowed, as the parser allows them).
+const PERCENT_UP_TO_100: &str = "^0*(100|[1-9]?[0-9])%$";
 
 impl fmt::Display for IntOrPercent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -121,16 +173,22 @@ impl fmt::Display for IntOrPercent {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LimiterConfig {
-    /// Go duration, e.g. `5m`.
-    #[schema(example = "5m")]
+    /// Go duration greater than 0, e.g. `5m`. The pattern is the Go duration grammar
+    /// `parse_go_duration` reads, without a sign (a negative duration is refused).
+    #[schema(
+        example = "5m",
+        pattern = "^(0|(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"
+    )]
     pub duration: String,
     /// Tokens per `duration`. For the workload limiter, unset means "computed from
     /// maxMigratingPerWorkload against the workload's replicas"; a percentage is allowed there.
     /// The namespace limiter needs an integer.
     #[serde(default)]
-    #[schema(value_type = Option<String>, example = "2")]
+    #[schema(schema_with = limiter_tokens_schema)]
     pub max_migrating: Option<IntOrPercent>,
+    /// Most tokens the bucket holds; 0 means 1.
     #[serde(default)]
+    #[schema(format = Int64, maximum = 4294967295_u32)]
     pub burst: u32,
 }
 
@@ -139,10 +197,10 @@ pub struct LimiterConfig {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectLimitersConfig {
     /// Per workload (controller uid). Default `{duration: 5m}`; null turns it off.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict_json::optional_object")]
     pub workload: Option<LimiterConfig>,
     /// Per namespace. Off by default.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict_json::optional_object")]
     pub namespace: Option<LimiterConfig>,
 }
 
@@ -179,32 +237,37 @@ fn default_ttl() -> String {
 pub struct ArbitrationConfig {
     /// Cluster-wide cap on running pod migrations. Off by default.
     #[serde(default)]
+    #[schema(format = Int64, maximum = 4294967295_u32)]
     pub max_migrating_globally: Option<u32>,
     /// Running pod migrations per source node. Default 2; 0 means unlimited.
     #[serde(default = "default_per_node")]
+    #[schema(format = Int64, maximum = 4294967295_u32)]
     pub max_migrating_per_node: u32,
     /// Running pod migrations per namespace. Off by default.
     #[serde(default)]
+    #[schema(format = Int64, maximum = 4294967295_u32)]
     pub max_migrating_per_namespace: Option<u32>,
     /// Running pod migrations per workload: an integer or a percentage of its replicas. Unset:
     /// 1 below 4 replicas, 2 for 4–10, 10% above 10.
     #[serde(default)]
-    #[schema(value_type = Option<String>, example = "10%")]
+    #[schema(schema_with = workload_limit_schema)]
     pub max_migrating_per_workload: Option<IntOrPercent>,
     /// Unavailable (not Ready, or migrating) pods allowed per workload; same dynamic rule.
     #[serde(default)]
-    #[schema(value_type = Option<String>, example = "1")]
+    #[schema(schema_with = workload_limit_schema)]
     pub max_unavailable_per_workload: Option<IntOrPercent>,
     /// Do not refuse pods of workloads whose replicas equal 1, maxMigrating or maxUnavailable.
     #[serde(default)]
     pub skip_check_expected_replicas: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict_json::object")]
     pub object_limiters: ObjectLimitersConfig,
-    /// Evictions per second over all pod migrations (token bucket). Default 10.
+    /// Evictions per second over all pod migrations (token bucket), above 0. Default 10.
     #[serde(default = "default_qps", rename = "evictQPS")]
+    #[schema(exclusive_minimum = 0)]
     pub evict_qps: f64,
-    /// Default 1.
+    /// At least 1. Default 1.
     #[serde(default = "default_burst")]
+    #[schema(format = Int64, minimum = 1, maximum = 4294967295_u32)]
     pub evict_burst: u32,
     /// Mode of new pod migrations. Default ReservationFirst.
     #[serde(default)]
@@ -212,7 +275,10 @@ pub struct ArbitrationConfig {
     /// TTL of new pod migrations (Go duration), counted from admission. Default 5m; "0" turns it
     /// off.
     #[serde(default = "default_ttl", rename = "defaultJobTTL")]
-    #[schema(example = "5m")]
+    #[schema(
+        example = "5m",
+        pattern = "^(0|(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"
+    )]
     pub default_job_ttl: String,
 }
 
@@ -243,7 +309,8 @@ pub struct KnobError {
 
 fn duration_ms(s: &str) -> Result<i64, String> {
     let nanos = rebalancer_policy_sdk::evictor::parse_go_duration(s)?;
-    if nanos < 0 {
+    // `-0s` is 0 but written as a negative duration: refused like any other.
+    if nanos < 0 || s.starts_with('-') {
         return Err(format!("{s:?} is negative"));
     }
     Ok(i64::try_from(nanos / 1_000_000).unwrap_or(i64::MAX))

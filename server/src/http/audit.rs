@@ -70,10 +70,13 @@ pub struct AuditQuery {
     /// Only this object id or name (with `kind`).
     pub object: Option<String>,
     /// Only entries at or after this time (RFC 3339, e.g. `2026-01-31T12:00:00Z`).
+    #[param(format = DateTime)]
     pub since: Option<String>,
     /// Page size (default 100, at most 1000).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// The `next` value of the previous page.
+    #[param(pattern = "^[0-9]{1,18}$")]
     pub cursor: Option<String>,
 }
 
@@ -99,8 +102,10 @@ fn entry(record: AuditRecord) -> AuditEntry {
 #[utoipa::path(get, path = "/api/v1/audit", tag = "audit",
     params(AuditQuery),
     responses(
-        (status = 200, body = AuditList),
-        (status = 400, body = ErrorBody),
+        (status = 200, description = "One page of entries, newest first", body = AuditList),
+        (status = 400, description = "A query parameter is not valid (`invalid_query`: an \
+            unknown parameter, a `since` that is not RFC 3339, a `limit` outside 1–1000), or the \
+            cursor is not one this API returned (`invalid_cursor`)", body = ErrorBody),
     ))]
 pub async fn list_audit(
     State(store): State<Store>,

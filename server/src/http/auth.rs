@@ -1,12 +1,16 @@
-//! Authentication and authorization of `/api/v1`: the bearer-token middleware, the one table
-//! that says which role each route needs, and the [`Actor`] extractor handlers use to know who
-//! is calling (for the audit log).
+//! Authentication and authorization: the bearer-token middleware, the one table that says who
+//! may call each route, and the [`Actor`] extractor handlers use to know who is calling (for
+//! the audit log).
 //!
-//! The role a route needs is declared in one place, [`ROUTE_ROLES`], keyed on method and route
-//! pattern; anything not listed needs `viewer` to read (`GET`) and `admin` to change. So a new
-//! mutating route is admin-only until it is listed here — never open by accident. The OpenAPI
-//! document states the role of every operation, derived from the same table
-//! ([`document_roles`]).
+//! Who may call what is declared in one place, [`ROUTE_ACCESS`]: one row per route template and
+//! method, public or a minimum role. `HEAD` needs what `GET` needs (axum answers `HEAD` with the
+//! `GET` handler). The one middleware, [`authorize`], sits on every documented route and consults
+//! nothing else; a routed request without a row is refused to all but admins (and logged as the
+//! bug it is), so a new route is never open by accident. The OpenAPI document states each
+//! operation's access from the same table ([`document_roles`]), and `docs/api.md` carries the
+//! table as rendered by [`access_table_markdown`].
+//! Must not: decide anything from a path prefix or a method alone; unknown routes and methods are
+//! not answered here (they keep their 404/405, which the router gives before this runs).
 
 use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
@@ -20,61 +24,153 @@ use super::error::ApiError;
 use crate::auth::{self, Principal};
 use rebalancer_store::{Role, Store};
 
-/// One exception to the default (read: viewer, change: admin).
-struct RouteRole {
-    method: Method,
-    /// A route pattern prefix, as registered (`/api/v1/decisions/{id}/approve`).
-    prefix: &'static str,
-    role: Role,
+/// Who may call a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, without a token (health, readiness, metrics).
+    Public,
+    /// A bearer token with this role or a higher one.
+    Role(Role),
 }
 
-/// Routes whose role is not the default, first match wins. Approvers act on decisions
-/// (approve, reject, bulk approve) and pod migrations (abort); token metadata is for admins.
-const ROUTE_ROLES: &[RouteRole] = &[
-    RouteRole {
-        method: Method::GET,
-        prefix: "/api/v1/tokens",
-        role: Role::Admin,
-    },
-    RouteRole {
-        method: Method::POST,
-        prefix: "/api/v1/decisions",
-        role: Role::Approver,
-    },
-    RouteRole {
-        method: Method::POST,
-        prefix: "/api/v1/pod-migrations",
-        role: Role::Approver,
-    },
+impl std::fmt::Display for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Access::Public => f.write_str("public"),
+            Access::Role(role) => role.fmt(f),
+        }
+    }
+}
+
+/// One row of [`ROUTE_ACCESS`].
+#[derive(Debug)]
+pub struct RouteAccess {
+    /// `GET`, `PUT`, `POST`, `DELETE` or `PATCH` (`HEAD` is looked up as `GET`).
+    pub method: Method,
+    /// The route template as registered and documented (`/api/v1/decisions/{id}/approve`).
+    pub route: &'static str,
+    pub access: Access,
+}
+
+const fn row(method: Method, route: &'static str, access: Access) -> RouteAccess {
+    RouteAccess {
+        method,
+        route,
+        access,
+    }
+}
+
+const PUBLIC: Access = Access::Public;
+const VIEWER: Access = Access::Role(Role::Viewer);
+const APPROVER: Access = Access::Role(Role::Approver);
+const ADMIN: Access = Access::Role(Role::Admin);
+
+/// Every documented route × method and who may call it. Viewers read (but not the token
+/// list); approvers also approve and reject decisions and abort pod migrations; admins do
+/// everything. The OpenAPI document and this table must list the same operations (a test
+/// walks the document against it).
+pub const ROUTE_ACCESS: &[RouteAccess] = &[
+    row(Method::GET, "/healthz", PUBLIC),
+    row(Method::GET, "/readyz", PUBLIC),
+    row(Method::GET, "/metrics", PUBLIC),
+    row(Method::GET, "/api/v1/clusters", VIEWER),
+    row(Method::GET, "/api/v1/clusters/{name}", VIEWER),
+    row(Method::DELETE, "/api/v1/clusters/{name}", ADMIN),
+    row(Method::PUT, "/api/v1/clusters/{name}/snapshot", ADMIN),
+    row(Method::GET, "/api/v1/clusters/{name}/nodes", VIEWER),
+    row(Method::GET, "/api/v1/clusters/{name}/pods", VIEWER),
+    row(Method::GET, "/api/v1/policies", VIEWER),
+    row(Method::POST, "/api/v1/policies", ADMIN),
+    row(Method::GET, "/api/v1/policies/{name}", VIEWER),
+    row(Method::DELETE, "/api/v1/policies/{name}", ADMIN),
+    row(Method::GET, "/api/v1/profiles", VIEWER),
+    row(Method::GET, "/api/v1/profiles/{name}", VIEWER),
+    row(Method::PUT, "/api/v1/profiles/{name}", ADMIN),
+    row(Method::GET, "/api/v1/profiles/{name}/auto-approve", VIEWER),
+    row(Method::PUT, "/api/v1/profiles/{name}/auto-approve", ADMIN),
+    row(Method::GET, "/api/v1/runs", VIEWER),
+    row(Method::POST, "/api/v1/runs", ADMIN),
+    row(Method::GET, "/api/v1/runs/{id}", VIEWER),
+    row(Method::GET, "/api/v1/decisions", VIEWER),
+    row(Method::GET, "/api/v1/decisions/{id}", VIEWER),
+    row(Method::POST, "/api/v1/decisions/{id}/approve", APPROVER),
+    row(Method::POST, "/api/v1/decisions/{id}/reject", APPROVER),
+    row(Method::POST, "/api/v1/decisions/approve", APPROVER),
+    row(Method::GET, "/api/v1/pod-migrations", VIEWER),
+    row(Method::GET, "/api/v1/pod-migrations/{id}", VIEWER),
+    row(Method::POST, "/api/v1/pod-migrations/{id}/abort", APPROVER),
+    row(Method::GET, "/api/v1/arbitration", VIEWER),
+    row(Method::PUT, "/api/v1/arbitration", ADMIN),
+    row(Method::GET, "/api/v1/schedules", VIEWER),
+    row(Method::POST, "/api/v1/schedules", ADMIN),
+    row(Method::GET, "/api/v1/schedules/{id}", VIEWER),
+    row(Method::PUT, "/api/v1/schedules/{id}", ADMIN),
+    row(Method::DELETE, "/api/v1/schedules/{id}", ADMIN),
+    row(Method::GET, "/api/v1/tokens", ADMIN),
+    row(Method::POST, "/api/v1/tokens", ADMIN),
+    row(Method::DELETE, "/api/v1/tokens/{id}", ADMIN),
+    row(Method::GET, "/api/v1/audit", VIEWER),
 ];
 
-/// The role a route needs.
-pub fn required_role(method: &Method, route: &str) -> Role {
-    if let Some(rule) = ROUTE_ROLES
-        .iter()
-        .find(|r| r.method == method && route.starts_with(r.prefix))
-    {
-        return rule.role;
-    }
-    if method == Method::GET || method == Method::HEAD {
-        Role::Viewer
+/// The table's row for a method and route template (`HEAD` is asked as `GET`), if any.
+pub fn route_access(method: &Method, route: &str) -> Option<Access> {
+    let method = if method == Method::HEAD {
+        &Method::GET
     } else {
-        Role::Admin
-    }
+        method
+    };
+    ROUTE_ACCESS
+        .iter()
+        .find(|r| r.method == method && r.route == route)
+        .map(|r| r.access)
 }
 
-/// Check the bearer token of a `/api/v1` request against the role its route needs, and hand
-/// the [`Principal`] to the handler (request extension, read by [`Actor`]).
+/// What the middleware and the OpenAPI document apply: the table's row, or admin only for a
+/// route the table forgot (fail closed; the tests catch the omission).
+fn enforced_access(method: &Method, route: &str) -> Access {
+    route_access(method, route).unwrap_or(ADMIN)
+}
+
+/// Check the bearer token of a request against the access the table gives its route, and hand
+/// the [`Principal`] to the handler (request extension, read by [`Actor`]). Public routes pass
+/// without a token.
 pub async fn authorize(
     State(store): State<Store>,
     mut request: Request,
     next: Next,
 ) -> Result<Response, Response> {
-    let route = request.extensions().get::<MatchedPath>().map_or_else(
-        || request.uri().path().to_string(),
-        |p| p.as_str().to_string(),
-    );
-    let needed = required_role(request.method(), &route);
+    // Set by the router for every routed request; this middleware only runs on routes.
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string());
+    let access = match route.as_deref() {
+        Some(route) => {
+            let access = enforced_access(request.method(), route);
+            if route_access(request.method(), route).is_none() {
+                tracing::error!(
+                    method = %request.method(),
+                    route,
+                    "a route has no row in the access table (http::auth::ROUTE_ACCESS): only \
+                     admins may call it until one is added"
+                );
+            }
+            access
+        }
+        None => {
+            tracing::error!(
+                method = %request.method(),
+                "a request reached the authorization middleware without a matched route: only \
+                 admins may make it"
+            );
+            ADMIN
+        }
+    };
+    let route = route.unwrap_or_else(|| request.uri().path().to_string());
+    let needed = match access {
+        Access::Public => return Ok(next.run(request).await),
+        Access::Role(role) => role,
+    };
     let token = bearer_token(request.headers().get(header::AUTHORIZATION))
         .map_err(|(code, message)| unauthorized(code, message))?;
     let principal = auth::authenticate(&store, token)
@@ -180,8 +276,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Actor {
     }
 }
 
-/// State, in the OpenAPI document, the role every `/api/v1` operation needs and its 401/403
-/// answers, and mark the other operations (health, metrics) as needing no token.
+/// State, in the OpenAPI document, the access the table gives every operation: public
+/// operations need no token; the others name their role and document their 401/403 answers.
 pub fn document_roles(openapi: &mut utoipa::openapi::OpenApi) {
     let error = || {
         ContentBuilder::new()
@@ -189,7 +285,6 @@ pub fn document_roles(openapi: &mut utoipa::openapi::OpenApi) {
             .build()
     };
     for (path, item) in openapi.paths.paths.iter_mut() {
-        let public = !path.starts_with("/api/v1");
         let operations = [
             (Method::GET, &mut item.get),
             (Method::PUT, &mut item.put),
@@ -201,11 +296,13 @@ pub fn document_roles(openapi: &mut utoipa::openapi::OpenApi) {
             let Some(operation) = operation.as_mut() else {
                 continue;
             };
-            if public {
-                operation.security = Some(vec![SecurityRequirement::default()]);
-                continue;
-            }
-            let role = required_role(&method, path);
+            let role = match enforced_access(&method, path) {
+                Access::Public => {
+                    operation.security = Some(vec![SecurityRequirement::default()]);
+                    continue;
+                }
+                Access::Role(role) => role,
+            };
             let note = format!("Requires a bearer token with the `{role}` role (or higher).");
             operation.description = Some(match operation.description.take() {
                 Some(text) if !text.is_empty() => format!("{text}\n\n{note}"),
@@ -230,44 +327,130 @@ pub fn document_roles(openapi: &mut utoipa::openapi::OpenApi) {
     }
 }
 
+/// [`ROUTE_ACCESS`] as the Markdown table `docs/api.md` shows (a test keeps the two equal).
+pub fn access_table_markdown() -> String {
+    let mut out = String::from("| method | route | needs |\n|---|---|---|\n");
+    for row in ROUTE_ACCESS {
+        let methods = if row.method == Method::GET {
+            "`GET`, `HEAD`".to_string()
+        } else {
+            format!("`{}`", row.method)
+        };
+        let needs = match row.access {
+            Access::Public => "no token".to_string(),
+            Access::Role(role) => format!("`{role}`"),
+        };
+        out.push_str(&format!("| {methods} | `{}` | {needs} |\n", row.route));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn roles_by_method_and_route() {
+    fn access_by_method_and_route_template() {
         let cases = [
-            (Method::GET, "/api/v1/clusters", Role::Viewer),
-            (Method::GET, "/api/v1/audit", Role::Viewer),
-            (Method::GET, "/api/v1/decisions/{id}", Role::Viewer),
-            (
-                Method::POST,
-                "/api/v1/decisions/{id}/approve",
-                Role::Approver,
-            ),
-            (
-                Method::POST,
-                "/api/v1/decisions/{id}/reject",
-                Role::Approver,
-            ),
-            (Method::POST, "/api/v1/decisions/approve", Role::Approver),
-            (
-                Method::POST,
-                "/api/v1/pod-migrations/{id}/abort",
-                Role::Approver,
-            ),
-            (Method::PUT, "/api/v1/clusters/{name}/snapshot", Role::Admin),
-            (Method::POST, "/api/v1/runs", Role::Admin),
-            (Method::POST, "/api/v1/policies", Role::Admin),
-            (Method::DELETE, "/api/v1/tokens/{id}", Role::Admin),
-            (Method::GET, "/api/v1/tokens", Role::Admin),
-            (Method::POST, "/api/v1/something-new", Role::Admin),
+            (Method::GET, "/api/v1/clusters", VIEWER),
+            (Method::HEAD, "/api/v1/clusters", VIEWER),
+            (Method::GET, "/api/v1/audit", VIEWER),
+            (Method::GET, "/api/v1/decisions/{id}", VIEWER),
+            (Method::POST, "/api/v1/decisions/{id}/approve", APPROVER),
+            (Method::POST, "/api/v1/decisions/{id}/reject", APPROVER),
+            (Method::POST, "/api/v1/decisions/approve", APPROVER),
+            (Method::POST, "/api/v1/pod-migrations/{id}/abort", APPROVER),
+            (Method::PUT, "/api/v1/clusters/{name}/snapshot", ADMIN),
+            (Method::POST, "/api/v1/runs", ADMIN),
+            (Method::POST, "/api/v1/policies", ADMIN),
+            (Method::DELETE, "/api/v1/tokens/{id}", ADMIN),
+            (Method::GET, "/api/v1/tokens", ADMIN),
+            // HEAD needs what GET needs: the token list's size is not for viewers either.
+            (Method::HEAD, "/api/v1/tokens", ADMIN),
+            (Method::GET, "/healthz", PUBLIC),
+            (Method::HEAD, "/metrics", PUBLIC),
         ];
-        for (method, route, role) in cases {
-            assert_eq!(required_role(&method, route), role, "{method} {route}");
+        for (method, route, access) in cases {
+            assert_eq!(
+                route_access(&method, route),
+                Some(access),
+                "{method} {route}"
+            );
+        }
+        // No row: no answer from the table, and admin only where it is enforced.
+        for (method, route) in [
+            (Method::POST, "/api/v1/something-new"),
+            (Method::DELETE, "/api/v1/audit"),
+            (Method::OPTIONS, "/api/v1/clusters"),
+            (Method::GET, "/api/v1/decisions/{id}/approve"),
+            (Method::GET, "/api/v1/clusters/"),
+        ] {
+            assert_eq!(route_access(&method, route), None, "{method} {route}");
+            assert_eq!(enforced_access(&method, route), ADMIN, "{method} {route}");
         }
     }
 
+    /// The table and the OpenAPI document list the same operations, once each.
+    #[test]
+    fn the_table_and_the_openapi_document_agree() {
+        let doc = super::super::openapi();
+        let mut documented = Vec::new();
+        for (path, item) in &doc.paths.paths {
+            for (method, operation) in [
+                (Method::GET, &item.get),
+                (Method::PUT, &item.put),
+                (Method::POST, &item.post),
+                (Method::DELETE, &item.delete),
+                (Method::PATCH, &item.patch),
+                (Method::HEAD, &item.head),
+                (Method::OPTIONS, &item.options),
+                (Method::TRACE, &item.trace),
+            ] {
+                if operation.is_some() {
+                    assert!(
+                        route_access(&method, path).is_some(),
+                        "{method} {path} is documented but has no row in ROUTE_ACCESS"
+                    );
+                    documented.push((method, path.clone()));
+                }
+            }
+        }
+        for row in ROUTE_ACCESS {
+            assert!(
+                documented
+                    .iter()
+                    .any(|(m, p)| *m == row.method && p == row.route),
+                "{} {} is in ROUTE_ACCESS but not in the OpenAPI document",
+                row.method,
+                row.route
+            );
+            let same = ROUTE_ACCESS
+                .iter()
+                .filter(|r| r.method == row.method && r.route == row.route)
+                .count();
+            assert_eq!(same, 1, "{} {} has {same} rows", row.method, row.route);
+        }
+        assert_eq!(documented.len(), ROUTE_ACCESS.len());
+    }
+
+    /// `docs/api.md` shows the table as the code has it.
+    #[test]
+    fn the_documented_table_is_the_code_s() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md");
+        let doc = std::fs::read_to_string(path).expect("docs/api.md");
+        let (begin, end) = ("<!-- access-table:begin -->\n", "<!-- access-table:end -->");
+        let start = doc.find(begin).expect("the begin marker in docs/api.md") + begin.len();
+        let stop = doc[start..]
+            .find(end)
+            .expect("the end marker in docs/api.md")
+            + start;
+        let expected = access_table_markdown();
+        assert!(
+            doc[start..stop] == expected,
+            "docs/api.md's access table differs from http::auth::ROUTE_ACCESS; put this \
+             between the markers:\n\n{expected}"
+        );
+    }
     #[test]
     fn bearer_header_parsing() {
         let ok = HeaderValue::from_static("Bearer rb_abc");

@@ -14,10 +14,13 @@ use serde_json::json;
 use super::AppState;
 use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiPath, ApiQuery, DocumentFormat, document_format, read_body_limited};
-use super::page::{Page, invalid_cursor};
+use super::extract::{
+    ApiPath, ApiQuery, DocumentFormat, check_declared_length, document_format, read_body_limited,
+};
+use super::page::{Page, cursor_number, invalid_cursor};
 use super::timestamp;
 use crate::audit::{self, action, kind};
+use crate::ingest::{IngestFailure, check_name};
 use rebalancer_cluster::{self as cluster, ClusterSnapshot, IngestWarning, NodeUtilization};
 use rebalancer_store::{ClusterDeletion, ClusterRecord};
 
@@ -121,7 +124,12 @@ pub struct SnapshotQuery {
     /// When the document was taken (RFC 3339), e.g. `2026-11-20T12:00:00Z`; default: now. The
     /// snapshot's time is what policies measure ages against (pod lifetimes, metric expiry), so
     /// a dump evaluates as of the moment it was recorded.
+    #[param(format = DateTime)]
     pub observed_at: Option<String>,
+    /// Accept a List without nodes and pods (it replaces the cluster's state with nothing).
+    /// Without it, such a push is refused with 409 `empty_snapshot`: it is most often a
+    /// failed `kubectl get` piped into the push.
+    pub allow_empty: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -132,8 +140,10 @@ pub struct PodQuery {
     /// Only pods of this namespace.
     pub namespace: Option<String>,
     /// Page size (default 100, at most 1000).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
-    /// The `next` value of the previous page.
+    /// The `next` value of the previous page (`<revision>.<position>`).
+    #[param(pattern = "^[0-9]{1,18}\\.[0-9]{1,18}$")]
     pub cursor: Option<String>,
 }
 
@@ -161,23 +171,37 @@ fn view(state: &AppState, record: ClusterRecord) -> Result<ClusterView, ApiError
 /// Replace a cluster's state with a Kubernetes `List` — exactly what
 /// `kubectl get nodes,pods,pdb,namespaces,priorityclasses -A -o json` prints — sent as JSON or
 /// YAML (`Content-Type: application/yaml`). Creates the cluster (backend `simulated`) when new.
-/// The replacement is atomic: when the document is refused, the previous state is untouched.
+/// The body is one List (`items` an array); its objects are validated as Kubernetes' API
+/// server validates them (names, labels, annotations, quantities, budgets, uids). A List
+/// without nodes and pods needs `allowEmpty=true`. At most --max-concurrent-snapshot-pushes
+/// pushes are read and ingested at once; the others wait up to --snapshot-push-max-wait. The
+/// replacement is atomic: when the document is refused, the previous state is untouched.
 #[utoipa::path(put, path = "/api/v1/clusters/{name}/snapshot", tag = "clusters",
-    params(("name" = String, Path, description = "Cluster name (1–63 of a-z 0-9 - . _)"),
+    params(("name" = String, Path, description = "Cluster name (1–63 of a-z 0-9 - . _, starting \
+            and ending with a letter or digit)", min_length = 1, max_length = 63,
+            pattern = "^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"),
         SnapshotQuery),
-    request_body(description = "A v1 List of Kubernetes objects",
-        content((Object = "application/json"), (Object = "application/yaml"))),
+    request_body(description = "A v1 List of Kubernetes objects, or one object. In YAML, \
+        documents separated by `---` are read one after the other, and an empty (null) document \
+        holds no objects",
+        content((Object = "application/json"), (Option<Object> = "application/yaml"))),
     responses(
         (status = 201, description = "Cluster created", body = SnapshotResult),
         (status = 200, description = "State replaced", body = SnapshotResult),
-        (status = 400, description = "Not JSON/YAML, not a List, a bad name or a bad `observedAt`",
-            body = ErrorBody),
-        (status = 409, description = "A Kubernetes cluster this server watches (`cluster_is_live`)",
-            body = ErrorBody),
+        (status = 400, description = "Not JSON/YAML (`malformed_document`), not one List \
+            (`not_a_list`), nested too deep (`document_too_deep`), a repeated key \
+            (`duplicate_key`), a bad name (`invalid_name`, `invalid_path`) or a bad `observedAt` \
+            (`invalid_observed_at`)", body = ErrorBody),
+        (status = 409, description = "A Kubernetes cluster this server watches \
+            (`cluster_is_live`), or a List without nodes and pods (`empty_snapshot`) without \
+            `allowEmpty=true`", body = ErrorBody),
         (status = 413, description = "Over --snapshot-body-limit", body = ErrorBody),
-        (status = 415, description = "Neither JSON nor YAML", body = ErrorBody),
+        (status = 415, description = "Not application/json, application/yaml, \
+            application/x-yaml or text/yaml", body = ErrorBody),
         (status = 422, description = "An object is invalid; the message names it and the field",
             body = ErrorBody),
+        (status = 503, description = "No push slot came free within --snapshot-push-max-wait \
+            (`snapshot_pushes_busy`); retry after `Retry-After` seconds", body = ErrorBody),
     ))]
 pub async fn put_snapshot(
     State(state): State<AppState>,
@@ -211,25 +235,30 @@ pub async fn put_snapshot(
             ),
         ));
     }
+    check_name(&name).map_err(|reason| IngestFailure::InvalidName {
+        name: name.clone(),
+        reason,
+    })?;
     let format = match document_format(&headers)? {
         DocumentFormat::Json => cluster::Format::Json,
         DocumentFormat::Yaml => cluster::Format::Yaml,
     };
+    let limit = state.settings.snapshot_body_limit;
+    // Everything that can be refused without the body is, before the push takes a slot.
+    check_declared_length(&headers, limit, "snapshot")?;
+    let slot = state.snapshot_pushes.admit().await?;
     let started = std::time::Instant::now();
-    let bytes = read_body_limited(
-        &headers,
-        body,
-        state.settings.snapshot_body_limit,
-        "snapshot",
-    )
-    .await?;
+    let bytes = read_body_limited(&headers, body, limit, "snapshot").await?;
     let receive_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let allow_empty = query.allow_empty.unwrap_or(false);
     let ingest = {
         let state = state.clone();
         async move {
+            // Held until the ingest is over, even when the client goes away.
+            let _slot = slot;
             state
                 .ingest
-                .snapshot(&name, bytes, format, observed_at_ms)
+                .snapshot_allowing_empty(&name, bytes, format, observed_at_ms, allow_empty)
                 .await
         }
     };
@@ -299,7 +328,8 @@ pub struct ClusterDeleted {
     params(("name" = String, Path, description = "Cluster name")),
     responses(
         (status = 200, description = "Deleted", body = ClusterDeleted),
-        (status = 404, body = ErrorBody),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such cluster (`not_found`)", body = ErrorBody),
         (status = 409, description = "A watched Kubernetes cluster (`cluster_is_live`), or pod \
             migrations in flight (`pod_migrations_in_flight`, their ids in `details`)",
             body = ErrorBody),
@@ -367,7 +397,7 @@ pub async fn delete_cluster(
 
 /// List clusters.
 #[utoipa::path(get, path = "/api/v1/clusters", tag = "clusters",
-    responses((status = 200, body = ClusterList)))]
+    responses((status = 200, description = "Every cluster", body = ClusterList)))]
 pub async fn list_clusters(State(state): State<AppState>) -> Result<Json<ClusterList>, ApiError> {
     let items = state
         .store
@@ -383,8 +413,9 @@ pub async fn list_clusters(State(state): State<AppState>) -> Result<Json<Cluster
 #[utoipa::path(get, path = "/api/v1/clusters/{name}", tag = "clusters",
     params(("name" = String, Path, description = "Cluster name")),
     responses(
-        (status = 200, body = ClusterView),
-        (status = 404, body = ErrorBody),
+        (status = 200, description = "The cluster", body = ClusterView),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such cluster (`not_found`)", body = ErrorBody),
     ))]
 pub async fn get_cluster(
     State(state): State<AppState>,
@@ -417,8 +448,11 @@ async fn snapshot_of(state: &AppState, name: &str) -> Result<Arc<ClusterSnapshot
 #[utoipa::path(get, path = "/api/v1/clusters/{name}/nodes", tag = "clusters",
     params(("name" = String, Path, description = "Cluster name")),
     responses(
-        (status = 200, body = NodeList),
-        (status = 404, body = ErrorBody),
+        (status = 200, description = "Every node of the current snapshot", body = NodeList),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such cluster (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The cluster's stored state is not loaded \
+            (`cluster_not_loaded`)", body = ErrorBody),
     ))]
 pub async fn list_nodes(
     State(state): State<AppState>,
@@ -446,10 +480,13 @@ pub async fn list_nodes(
 #[utoipa::path(get, path = "/api/v1/clusters/{name}/pods", tag = "clusters",
     params(("name" = String, Path, description = "Cluster name"), PodQuery),
     responses(
-        (status = 200, body = PodList),
-        (status = 400, body = ErrorBody),
-        (status = 404, body = ErrorBody),
-        (status = 409, description = "The cursor belongs to an older snapshot", body = ErrorBody),
+        (status = 200, description = "One page of pods", body = PodList),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`), a query \
+            parameter is not valid (`invalid_query`: e.g. a `limit` outside 1–1000), or the \
+            cursor is not one this API returned (`invalid_cursor`)", body = ErrorBody),
+        (status = 404, description = "No such cluster (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The cursor belongs to an older snapshot (`stale_cursor`), \
+            or the cluster's stored state is not loaded (`cluster_not_loaded`)", body = ErrorBody),
     ))]
 pub async fn list_pods(
     State(state): State<AppState>,
@@ -464,7 +501,9 @@ pub async fn list_pods(
         Some(cursor) => {
             let (revision, index) = cursor
                 .split_once('.')
-                .and_then(|(r, i)| Some((r.parse::<u64>().ok()?, i.parse::<usize>().ok()?)))
+                .and_then(|(r, i)| {
+                    Some((cursor_number(r)?, usize::try_from(cursor_number(i)?).ok()?))
+                })
                 .ok_or_else(|| invalid_cursor(cursor))?;
             if revision != snapshot.revision {
                 return Err(ApiError::conflict(

@@ -8,13 +8,14 @@ use serde_json::json;
 
 use super::AppState;
 use super::auth::Actor;
-use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
+use super::error::{ApiError, ErrorBody, PayloadTooLarge, UnsupportedMediaType};
+use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody, decode_json};
 use super::page::Page;
 use super::timestamp;
-use crate::approval::{self, AutoApproveRules, RuleError};
+use crate::approval::{self, AutoApproveRule, AutoApproveRules, RuleError};
 use crate::audit::{self, kind};
 use crate::in_flight::InFlight;
+use crate::strict_json::Object;
 use rebalancer_store::{
     DecisionEvent, DecisionFilter, DecisionRecord, DecisionStatus, MigrationFilter, Store,
 };
@@ -102,8 +103,10 @@ pub struct DecisionQuery {
     /// Only this profile.
     pub profile: Option<String>,
     /// Page size (default 100, at most 1000).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// The `next` value of the previous page.
+    #[param(pattern = "^[0-9]{1,18}$")]
     pub cursor: Option<String>,
 }
 
@@ -161,8 +164,10 @@ async fn detail(store: &Store, d: DecisionRecord) -> Result<DecisionDetail, ApiE
 #[utoipa::path(get, path = "/api/v1/decisions", tag = "decisions",
     params(DecisionQuery),
     responses(
-        (status = 200, body = DecisionList),
-        (status = 400, body = ErrorBody),
+        (status = 200, description = "One page of decisions", body = DecisionList),
+        (status = 400, description = "A query parameter is not valid (`invalid_query`: e.g. an \
+            unknown `status`, a `limit` outside 1–1000), or the cursor is not one this API \
+            returned (`invalid_cursor`)", body = ErrorBody),
     ))]
 pub async fn list_decisions(
     State(store): State<Store>,
@@ -192,8 +197,9 @@ pub async fn list_decisions(
 #[utoipa::path(get, path = "/api/v1/decisions/{id}", tag = "decisions",
     params(("id" = i64, Path, description = "Decision id")),
     responses(
-        (status = 200, body = DecisionDetail),
-        (status = 404, body = ErrorBody),
+        (status = 200, description = "The decision with its history", body = DecisionDetail),
+        (status = 400, description = "`id` is not an integer (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such decision (`not_found`)", body = ErrorBody),
     ))]
 pub async fn get_decision(
     State(store): State<Store>,
@@ -212,18 +218,29 @@ pub struct DecisionComment {
     pub comment: Option<String>,
 }
 
-/// The comment of an optional JSON body (an empty body means none).
-fn comment_of(body: &[u8]) -> Result<Option<String>, ApiError> {
+/// The comment of an optional JSON body: an empty body, `null` and `{}` mean none. Any
+/// Content-Type is read as JSON (so `curl -d` works as it is).
+pub(super) fn comment_body(body: &[u8]) -> Result<Option<String>, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let parsed: DecisionComment = serde_json::from_slice(body).map_err(|e| {
+    let parsed: Option<Object<DecisionComment>> = decode_json(body, |e| {
+        let code = if e.is_data() {
+            "invalid_request"
+        } else {
+            "invalid_json"
+        };
         ApiError::bad_request(
-            "invalid_request",
-            format!("the body must be empty or {{\"comment\": \"...\"}}: {e}"),
+            code,
+            format!("the body must be empty, null or {{\"comment\": \"...\"}}: {e}"),
         )
     })?;
-    Ok(parsed.comment.filter(|c| !c.trim().is_empty()))
+    Ok(parsed.and_then(|Object(p)| p.comment))
+}
+
+/// A decision's comment: a blank one is none.
+fn comment_of(body: &[u8]) -> Result<Option<String>, ApiError> {
+    Ok(comment_body(body)?.filter(|c| !c.trim().is_empty()))
 }
 
 /// Approve a proposed decision: its pod migration is created at once (exactly one, however
@@ -231,12 +248,16 @@ fn comment_of(body: &[u8]) -> Result<Option<String>, ApiError> {
 /// the proposal TTL is marked `expired` instead (409).
 #[utoipa::path(post, path = "/api/v1/decisions/{id}/approve", tag = "decisions",
     params(("id" = i64, Path, description = "Decision id")),
-    request_body(content = Option<DecisionComment>, description = "Optional comment"),
+    request_body(content = Option<DecisionComment>, description = "Optional comment (any \
+        Content-Type; an empty body or null means none)"),
     responses(
         (status = 200, description = "Approved: the decision, now `approved`", body = DecisionDetail),
-        (status = 404, body = ErrorBody),
+        (status = 400, description = "`id` is not an integer (`invalid_path`), or the body is \
+            not JSON (`invalid_json`) or not a comment object (`invalid_request`)", body = ErrorBody),
+        (status = 404, description = "No such decision (`not_found`)", body = ErrorBody),
         (status = 409, description = "Not `proposed` (details.status says what it is), or \
             proposed by a dry run", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
     ))]
 pub async fn approve_decision(
     State(deps): State<approval::Deps>,
@@ -259,11 +280,15 @@ pub async fn approve_decision(
 /// Reject a proposed decision.
 #[utoipa::path(post, path = "/api/v1/decisions/{id}/reject", tag = "decisions",
     params(("id" = i64, Path, description = "Decision id")),
-    request_body(content = Option<DecisionComment>, description = "Optional comment"),
+    request_body(content = Option<DecisionComment>, description = "Optional comment (any \
+        Content-Type; an empty body or null means none)"),
     responses(
         (status = 200, description = "Rejected: the decision, now `rejected`", body = DecisionDetail),
-        (status = 404, body = ErrorBody),
+        (status = 400, description = "`id` is not an integer (`invalid_path`), or the body is \
+            not JSON (`invalid_json`) or not a comment object (`invalid_request`)", body = ErrorBody),
+        (status = 404, description = "No such decision (`not_found`)", body = ErrorBody),
         (status = 409, description = "Not `proposed` (details.status says what it is)", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
     ))]
 pub async fn reject_decision(
     State(deps): State<approval::Deps>,
@@ -322,8 +347,13 @@ pub struct BulkApproveResult {
 #[utoipa::path(post, path = "/api/v1/decisions/approve", tag = "decisions",
     request_body = BulkApprove,
     responses(
-        (status = 200, body = BulkApproveResult),
-        (status = 400, description = "No filter field given", body = ErrorBody),
+        (status = 200, description = "What was approved, expired or left", body = BulkApproveResult),
+        (status = 400, description = "The body is not JSON (`invalid_json`), or gives no \
+            filter field (`invalid_request`)", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "The body does not match the schema (`invalid_request`: \
+            a field of the wrong type, an unknown field)", body = ErrorBody),
     ))]
 pub async fn approve_decisions(
     State(deps): State<approval::Deps>,
@@ -382,8 +412,8 @@ const AUTO_APPROVE_PUT: &str = "profile.auto-approve";
 #[serde(rename_all = "camelCase")]
 pub struct AutoApproveView {
     pub profile: String,
-    #[serde(flatten)]
-    pub rules: AutoApproveRules,
+    /// Checked in order; the first match approves.
+    pub rules: Vec<AutoApproveRule>,
     /// When the rules were last replaced; null when never set.
     pub updated_at: Option<String>,
 }
@@ -392,8 +422,9 @@ pub struct AutoApproveView {
 #[utoipa::path(get, path = "/api/v1/profiles/{name}/auto-approve", tag = "decisions",
     params(("name" = String, Path, description = "Profile name")),
     responses(
-        (status = 200, body = AutoApproveView),
-        (status = 404, body = ErrorBody),
+        (status = 200, description = "The profile's rules", body = AutoApproveView),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such profile (`not_found`)", body = ErrorBody),
     ))]
 pub async fn get_auto_approve(
     State(store): State<Store>,
@@ -404,7 +435,7 @@ pub async fn get_auto_approve(
     let rules = approval::rules_of(&store, &name).await?;
     Ok(Json(AutoApproveView {
         profile: name,
-        rules,
+        rules: rules.rules,
         updated_at: stored.map(|(_, at)| timestamp(at)),
     }))
 }
@@ -417,9 +448,15 @@ pub async fn get_auto_approve(
     params(("name" = String, Path, description = "Profile name")),
     request_body = AutoApproveRules,
     responses(
-        (status = 200, body = AutoApproveView),
-        (status = 404, body = ErrorBody),
-        (status = 422, description = "A rule cannot work; details lists every problem", body = ErrorBody),
+        (status = 200, description = "The rules, replaced", body = AutoApproveView),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`), or the body \
+            is not JSON (`invalid_json`)", body = ErrorBody),
+        (status = 404, description = "No such profile (`not_found`)", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "A rule cannot work (`invalid_rules`: a duplicate name, a \
+            label selector that is not valid; `details.errors` lists every problem), or the \
+            body does not match the schema (`invalid_request`)", body = ErrorBody),
     ))]
 pub async fn put_auto_approve(
     State(state): State<AppState>,
@@ -452,7 +489,7 @@ pub async fn put_auto_approve(
             .await;
             Ok::<_, ApiError>(Json(AutoApproveView {
                 profile: name,
-                rules,
+                rules: rules.rules,
                 updated_at: Some(timestamp(at)),
             }))
         }

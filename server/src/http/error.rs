@@ -13,11 +13,13 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::serve::BodyIdleTimeout;
 use crate::approval::ApprovalError;
 use crate::executor::AbortError;
 use crate::ingest::IngestFailure;
 use crate::trigger::RunFailure;
 use rebalancer_cluster::IngestError;
+use rebalancer_cluster::document::StructureError;
 use rebalancer_engine::EngineError;
 use rebalancer_store::{DeleteTokenError, InsertTokenError, PutPolicyError, StoreError};
 
@@ -34,6 +36,36 @@ pub struct ErrorBody {
     #[schema(value_type = Option<Object>)]
     pub details: Option<Value>,
 }
+
+// ---- Shared error responses of the OpenAPI document --------------------------------------------
+// The answers many routes give for the same reason, as `components/responses`: a route lists
+// them with `(status = 415, response = UnsupportedMediaType)`. Answers whose reasons differ per
+// route (400, 404, 409, 422) are described at the route, naming each `code` it can give.
+
+/// Content-Type is missing or not `application/json` (`unsupported_media_type`).
+#[derive(utoipa::ToResponse)]
+#[response(description = "Content-Type is missing or not application/json \
+    (`unsupported_media_type`)")]
+pub struct UnsupportedMediaType(#[allow(dead_code)] ErrorBody);
+
+/// The body is over the route's size limit (`payload_too_large`).
+#[derive(utoipa::ToResponse)]
+#[response(description = "The body is larger than the server's --body-limit \
+    (`payload_too_large`)")]
+pub struct PayloadTooLarge(#[allow(dead_code)] ErrorBody);
+
+/// Every `/api/v1` route during start-up (`not_ready`, with `Retry-After`).
+#[derive(utoipa::ToResponse)]
+#[response(
+    description = "The server is starting (`not_ready`); retry after the Retry-After seconds",
+    headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))
+)]
+pub struct NotReady(#[allow(dead_code)] ErrorBody);
+
+/// A failure on the server's side (`internal`); the cause is in the server log.
+#[derive(utoipa::ToResponse)]
+#[response(description = "The server failed (`internal`); the cause is in the server log")]
+pub struct Internal(#[allow(dead_code)] ErrorBody);
 
 /// An error answered to a client.
 #[derive(Debug)]
@@ -90,6 +122,14 @@ impl ApiError {
         }
     }
 
+    /// 503 with `Retry-After`: the server is at capacity for this kind of request.
+    pub fn busy(code: &'static str, message: impl Into<String>, retry_after_secs: u32) -> Self {
+        ApiError {
+            retry_after: Some(retry_after_secs),
+            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
+        }
+    }
+
     /// A failure on our side: logged with its cause, answered generically.
     pub fn internal(context: &str, cause: impl std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "{context}");
@@ -110,6 +150,20 @@ impl ApiError {
             .join("; ");
         ApiError::unprocessable(code, format!("{what} cannot be used: {summary}"))
             .with_details(serde_json::json!({ "errors": problems }))
+    }
+
+    /// 408: the client stopped sending the request body (`--body-idle-timeout`).
+    pub fn body_timeout(cause: &(dyn std::error::Error + 'static)) -> Self {
+        // The timeout's own message, without the layers of "failed to buffer the body" around it.
+        let mut current = Some(cause);
+        while let Some(error) = current {
+            if error.is::<BodyIdleTimeout>() {
+                break;
+            }
+            current = error.source();
+        }
+        let message = current.unwrap_or(cause).to_string();
+        ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", message)
     }
 
     pub fn too_large(what: &str, limit: usize) -> Self {
@@ -177,6 +231,9 @@ impl From<StoreError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
+        if BodyIdleTimeout::is_cause_of(&rejection) {
+            return ApiError::body_timeout(&rejection);
+        }
         let status = rejection.status();
         let code = match rejection {
             JsonRejection::MissingJsonContentType(_) => "unsupported_media_type",
@@ -190,6 +247,9 @@ impl From<JsonRejection> for ApiError {
 
 impl From<BytesRejection> for ApiError {
     fn from(rejection: BytesRejection) -> Self {
+        if BodyIdleTimeout::is_cause_of(&rejection) {
+            return ApiError::body_timeout(&rejection);
+        }
         body_error(rejection.status(), "invalid_body", rejection.body_text())
     }
 }
@@ -206,6 +266,18 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
+/// A body nested too deep or with a repeated key (every JSON and YAML body is checked before
+/// it is decoded).
+impl From<StructureError> for ApiError {
+    fn from(e: StructureError) -> Self {
+        ApiError::bad_request(e.code(), e.to_string()).with_details(json!({
+            "line": e.line,
+            "column": e.column,
+            "path": e.path,
+        }))
+    }
+}
+
 // ---- Stage errors -----------------------------------------------------------------------------
 // Every error a stage returns converts here, so handlers use `?` and map nothing by hand.
 
@@ -216,6 +288,34 @@ impl From<IngestFailure> for ApiError {
                 ApiError::bad_request("invalid_name", err.to_string())
             }
             IngestFailure::Document(e) => e.into(),
+            IngestFailure::Empty {
+                ref name,
+                objects,
+                ref replaces,
+            } => {
+                let what = match replaces {
+                    Some((nodes, pods)) => format!(
+                        "pushing it would replace the state of cluster \"{name}\" ({nodes} \
+                         node(s), {pods} pod(s)) with nothing"
+                    ),
+                    None => {
+                        format!("pushing it would create cluster \"{name}\" with nothing in it")
+                    }
+                };
+                ApiError::conflict(
+                    "empty_snapshot",
+                    format!(
+                        "the snapshot holds no node and no pod ({objects} other object(s)); \
+                         {what}. If that is intended, push it with ?allowEmpty=true"
+                    ),
+                )
+                .with_details(json!({
+                    "nodes": 0,
+                    "pods": 0,
+                    "objects": objects,
+                    "previousStateKept": true,
+                }))
+            }
             IngestFailure::Store(e) => e.into(),
             IngestFailure::Task(e) => ApiError::internal("snapshot ingest task failed", e),
         }
@@ -226,9 +326,19 @@ impl From<IngestFailure> for ApiError {
 impl From<IngestError> for ApiError {
     fn from(e: IngestError) -> Self {
         let (status, details) = match &e {
-            IngestError::Malformed { line, column, .. } => (
+            IngestError::Malformed { line, column, .. }
+            | IngestError::NotAList { line, column, .. } => (
                 StatusCode::BAD_REQUEST,
                 json!({ "line": line, "column": column, "previousStateKept": true }),
+            ),
+            IngestError::Structure(s) => (
+                StatusCode::BAD_REQUEST,
+                json!({
+                    "line": s.line,
+                    "column": s.column,
+                    "path": s.path,
+                    "previousStateKept": true,
+                }),
             ),
             IngestError::InvalidObject {
                 index,

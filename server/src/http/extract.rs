@@ -1,17 +1,89 @@
 //! Request extractors whose rejections use the API's error shape, and body helpers.
+//!
+//! Every JSON and YAML body is checked for its structure before it is decoded
+//! ([`rebalancer_cluster::document`]: nesting at most `MAX_DEPTH` deep, no repeated key):
+//! [`ApiJson`] does it for typed JSON bodies, [`decode_json`] and [`decode_yaml`] for the
+//! handlers that read raw bodies.
 
 use axum::body::Body;
 use axum::body::Bytes;
 use axum::extract::FromRequest;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use futures::StreamExt;
+use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+use super::serve::BodyIdleTimeout;
+use crate::strict_json::Object;
+use rebalancer_cluster::document;
 
-/// `axum::Json` with rejections as [`ApiError`].
-#[derive(Debug, FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// `axum::Json` of a JSON object (the request bodies are structs: an array in their place is
+/// refused, see [`crate::strict_json`]), its structure (nesting depth, repeated keys) checked
+/// first, with rejections as [`ApiError`].
+#[derive(Debug)]
 pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        if !is_json(req.headers()) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Expected request with `Content-Type: application/json`",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await?;
+        document::check_json(&bytes)?;
+        let axum::Json(Object(value)) = axum::Json::<Object<T>>::from_bytes(&bytes)?;
+        Ok(ApiJson(value))
+    }
+}
+
+/// `Content-Type: application/json` or `application/*+json`, as `axum::Json` requires.
+fn is_json(headers: &HeaderMap) -> bool {
+    let essence = media_type(headers);
+    essence == "application/json"
+        || essence
+            .strip_prefix("application/")
+            .is_some_and(|sub| sub.ends_with("+json"))
+}
+
+/// The media type of the Content-Type header, lower-cased, without parameters (`""` if none).
+fn media_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// A raw JSON body decoded after its structure was checked; `invalid` words a decoding error.
+pub fn decode_json<T: DeserializeOwned>(
+    body: &[u8],
+    invalid: impl FnOnce(serde_json::Error) -> ApiError,
+) -> Result<T, ApiError> {
+    document::check_json(body)?;
+    serde_json::from_slice(body).map_err(invalid)
+}
+
+/// A raw YAML body (one document) as a JSON value, its structure checked first; `invalid`
+/// words a YAML error.
+pub fn decode_yaml(
+    body: &[u8],
+    invalid: impl FnOnce(serde_yaml::Error) -> ApiError,
+) -> Result<serde_json::Value, ApiError> {
+    document::check_yaml(body)?;
+    document::yaml_value(serde_yaml::Deserializer::from_slice(body)).map_err(|e| match e {
+        document::YamlFailure::Structure(e) => e.into(),
+        document::YamlFailure::Syntax(e) => invalid(e),
+    })
+}
 
 /// `axum::extract::Path` with rejections as [`ApiError`].
 #[derive(Debug, axum::extract::FromRequestParts)]
@@ -42,37 +114,52 @@ pub enum DocumentFormat {
     Yaml,
 }
 
-/// JSON unless the Content-Type says YAML (`application/yaml`, `application/x-yaml`,
-/// `text/yaml`, …); anything else that is not JSON is refused with 415.
+/// The Content-Types a document body (a snapshot, a profile) may have.
+pub const DOCUMENT_TYPES: &str =
+    "application/json, application/yaml (also application/x-yaml or text/yaml)";
+
+/// What the Content-Type says the document is: `application/json`, or YAML as
+/// `application/yaml`, `application/x-yaml` or `text/yaml` (parameters such as `charset` are
+/// ignored). Anything else, a missing Content-Type included, is refused with 415: a body is
+/// never guessed at (`application/octet-stream` was once read as JSON).
 pub fn document_format(headers: &HeaderMap) -> Result<DocumentFormat, ApiError> {
-    let Some(value) = headers.get(header::CONTENT_TYPE) else {
-        return Ok(DocumentFormat::Json);
-    };
-    let text = value.to_str().unwrap_or_default();
-    let essence = text
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    match essence.as_str() {
-        "" | "application/json" | "text/json" | "application/octet-stream" => {
-            Ok(DocumentFormat::Json)
-        }
-        e if e.ends_with("+json") => Ok(DocumentFormat::Json),
-        "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => {
-            Ok(DocumentFormat::Yaml)
-        }
-        e if e.ends_with("+yaml") => Ok(DocumentFormat::Yaml),
-        _ => Err(ApiError::new(
-            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+    let unsupported = |what: String| {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
-            format!(
-                "Content-Type `{text}` is not supported: send application/json or \
-                 application/yaml"
-            ),
-        )),
+            format!("{what}; send one of {DOCUMENT_TYPES}"),
+        )
+        .with_details(serde_json::json!({
+            "accepted": ["application/json", "application/yaml", "application/x-yaml", "text/yaml"],
+        }))
+    };
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Err(unsupported("the request has no Content-Type".into()));
+    };
+    match media_type(headers).as_str() {
+        "application/json" => Ok(DocumentFormat::Json),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => Ok(DocumentFormat::Yaml),
+        _ => Err(unsupported(format!(
+            "Content-Type `{}` is not supported",
+            String::from_utf8_lossy(value.as_bytes())
+        ))),
     }
+}
+
+/// 413 before a byte is read when the declared Content-Length is over `limit`.
+pub fn check_declared_length(
+    headers: &HeaderMap,
+    limit: usize,
+    what: &str,
+) -> Result<(), ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::too_large(what, limit));
+    }
+    Ok(())
 }
 
 /// Read a body of up to `limit` bytes into one buffer, sized up front from Content-Length so a
@@ -83,17 +170,18 @@ pub async fn read_body_limited(
     limit: usize,
     what: &str,
 ) -> Result<Vec<u8>, ApiError> {
+    check_declared_length(headers, limit, what)?;
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(ApiError::too_large(what, limit));
-    }
     let mut buffer = Vec::with_capacity(declared.map_or(0, |n| n as usize));
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| {
+            if BodyIdleTimeout::is_cause_of(&e) {
+                return ApiError::body_timeout(&e);
+            }
             ApiError::bad_request(
                 "invalid_body",
                 format!("the request body could not be read: {e}"),

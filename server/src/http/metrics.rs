@@ -5,21 +5,24 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, Internal};
 
 /// Content type of the Prometheus text format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Metrics in the Prometheus text format: runs, per-policy evaluation durations, proposals,
-/// decisions by status, evictions and pod migrations.
+/// decisions by status, evictions, pod migrations and snapshot pushes in progress.
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses(
         (status = 200, description = "Prometheus text format 0.0.4", body = String,
             content_type = "text/plain"),
+        (status = 500, response = Internal),
     ))]
 pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     let decisions = state.store.count_decisions_by_status().await?;
-    let mut response = state.metrics.render(&decisions).into_response();
+    let mut text = state.metrics.render(&decisions);
+    state.snapshot_pushes.render_metrics(&mut text);
+    let mut response = text.into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));

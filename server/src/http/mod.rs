@@ -2,20 +2,23 @@
 //!
 //! Owns: routes, status codes, the error shape ([`error::ApiError`]), body limits per route,
 //! the readiness gate of `/api/v1`, `/healthz`, `/readyz`, `/api-docs/openapi.json` and the
-//! Swagger UI at `/docs` (assets embedded, works offline). Every route is registered through
-//! `utoipa_axum::routes!`, so none goes undocumented.
+//! Swagger UI at `/docs` (assets embedded, works offline), the request span (method and path,
+//! never the query string), and serving connections with read timeouts ([`serve`]). Every
+//! route is registered through `utoipa_axum::routes!`, so none goes undocumented.
 //! Must not: hold SQL or domain rules; handlers parse the request, call a stage (`ingest`,
 //! `trigger`, `approval`, `executor`) or the store, and map the result. Nothing outside `http`
 //! but `app` (which starts the router) imports this module.
 //!
-//! Every `/api/v1` route needs `Authorization: Bearer <token>` with the role [`auth`] assigns
-//! to it (viewer reads, approver approves/rejects/aborts, admin changes everything else);
-//! `/healthz`, `/readyz`, `/metrics`, the docs and the web UI are public.
+//! Every `/api/v1` route needs `Authorization: Bearer <token>` with the role [`auth`]'s table
+//! assigns to its route and method (viewer reads, approver approves/rejects/aborts, admin
+//! changes everything else); `/healthz`, `/readyz` and `/metrics` are public rows of the same
+//! table; the docs and the web UI are outside the API.
 
 pub mod audit;
 pub mod auth;
 pub mod clusters;
 pub mod decisions;
+pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod health;
@@ -24,8 +27,10 @@ pub mod page;
 pub mod pod_migrations;
 pub mod policies;
 pub mod profiles;
+pub mod pushes;
 pub mod runs;
 pub mod schedules;
+pub mod serve;
 pub mod state;
 pub mod tokens;
 pub mod ui;
@@ -36,10 +41,11 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tower_http::trace::{DefaultMakeSpan, DefaultOnFailure, DefaultOnResponse, TraceLayer};
+use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
@@ -184,15 +190,50 @@ fn all_routes(body_limit: usize) -> OpenApiRouter<AppState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut openapi = all_routes(crate::config::DEFAULT_BODY_LIMIT.0 as usize).into_openapi();
     auth::document_roles(&mut openapi);
+    document_body_timeouts(&mut openapi);
+    docs::complete(&mut openapi);
     openapi
+}
+
+/// Every operation that takes a body may be answered 408 (`serve`'s body idle timeout).
+fn document_body_timeouts(openapi: &mut utoipa::openapi::OpenApi) {
+    for item in openapi.paths.paths.values_mut() {
+        for operation in [&mut item.put, &mut item.post, &mut item.patch]
+            .into_iter()
+            .flatten()
+        {
+            let responses = &mut operation.responses.responses;
+            responses.entry("408".into()).or_insert_with(|| {
+                ResponseBuilder::new()
+                    .description(
+                        "The request body stopped arriving for longer than the server's \
+                         --body-idle-timeout (code `body_timeout`); the connection is closed",
+                    )
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("ErrorBody")))
+                            .build(),
+                    )
+                    .build()
+                    .into()
+            });
+        }
+    }
 }
 
 /// The whole HTTP application.
 pub fn router(state: AppState) -> Router {
+    // Every documented route goes through the one authorization middleware and its table
+    // (`auth::ROUTE_ACCESS`), the public ones too.
     let health = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(utoipa_axum::routes!(health::healthz))
         .routes(utoipa_axum::routes!(health::readyz))
-        .routes(utoipa_axum::routes!(metrics::metrics));
+        .routes(utoipa_axum::routes!(metrics::metrics))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authorize,
+        ));
     // Readiness first (503 during start-up, whatever the token), then the token and role.
     let api = api_routes(state.settings.body_limit)
         .route_layer(middleware::from_fn_with_state(
@@ -202,6 +243,8 @@ pub fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), require_ready));
     let (router, mut openapi) = health.merge(api).split_for_parts();
     auth::document_roles(&mut openapi);
+    document_body_timeouts(&mut openapi);
+    docs::complete(&mut openapi);
     router
         .merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, openapi))
         // The web UI (`/`, `/ui/*`): public static files, outside `/api/v1` and its auth.
@@ -209,15 +252,27 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(error::method_not_allowed_fallback)
         .fallback(error::not_found_fallback)
         .layer(
-            // A span per request (method, URI) around the handler's own logs. Failures are
+            // A span per request (method, path) around the handler's own logs. Failures are
             // logged where they are understood (`ApiError::internal`), so the layer's own
             // failure lines stay at debug: a 503 during start-up is not an error.
             TraceLayer::new_for_http()
-                .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+                .make_span_with(request_span)
                 .on_response(DefaultOnResponse::new().level(Level::DEBUG))
                 .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
         )
         .with_state(state)
+}
+
+/// The span of a request: its method and path, never the query string (which may carry
+/// secrets a client put there, such as a token) nor the headers.
+fn request_span(request: &Request) -> tracing::Span {
+    tracing::span!(
+        Level::INFO,
+        "request",
+        method = %request.method(),
+        path = %request.uri().path(),
+        version = ?request.version(),
+    )
 }
 
 /// `/api/v1` answers 503 until start-up has finished.

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::AppState;
 use super::auth::Actor;
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ErrorBody, PayloadTooLarge, UnsupportedMediaType};
 use super::extract::{ApiJson, ApiPath, ApiQuery, RawBody};
 use super::page::Page;
 use super::timestamp;
@@ -98,8 +98,10 @@ pub struct PodMigrationQuery {
     /// Only pod migrations in this phase.
     pub phase: Option<MigrationPhase>,
     /// Page size (default 100, at most 1000).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// The `next` value of the previous page.
+    #[param(pattern = "^[0-9]{1,18}$")]
     pub cursor: Option<String>,
 }
 
@@ -157,8 +159,10 @@ async fn detail(state: &AppState, id: i64) -> Result<PodMigrationDetail, ApiErro
 #[utoipa::path(get, path = "/api/v1/pod-migrations", tag = "pod-migrations",
     params(PodMigrationQuery),
     responses(
-        (status = 200, body = PodMigrationList),
-        (status = 400, body = ErrorBody),
+        (status = 200, description = "One page of pod migrations", body = PodMigrationList),
+        (status = 400, description = "A query parameter is not valid (`invalid_query`: e.g. an \
+            unknown `phase`, a `limit` outside 1–1000), or the cursor is not one this API \
+            returned (`invalid_cursor`)", body = ErrorBody),
     ))]
 pub async fn list_pod_migrations(
     State(state): State<AppState>,
@@ -187,8 +191,9 @@ pub async fn list_pod_migrations(
 #[utoipa::path(get, path = "/api/v1/pod-migrations/{id}", tag = "pod-migrations",
     params(("id" = i64, Path, description = "Pod migration id")),
     responses(
-        (status = 200, body = PodMigrationDetail),
-        (status = 404, body = ErrorBody),
+        (status = 200, description = "The pod migration with its events", body = PodMigrationDetail),
+        (status = 400, description = "`id` is not an integer (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such pod migration (`not_found`)", body = ErrorBody),
     ))]
 pub async fn get_pod_migration(
     State(state): State<AppState>,
@@ -202,11 +207,16 @@ pub async fn get_pod_migration(
 /// message says so).
 #[utoipa::path(post, path = "/api/v1/pod-migrations/{id}/abort", tag = "pod-migrations",
     params(("id" = i64, Path, description = "Pod migration id")),
-    request_body(content = Option<super::decisions::DecisionComment>, description = "Optional comment"),
+    request_body(content = Option<super::decisions::DecisionComment>, description = "Optional \
+        comment (any Content-Type; an empty body or null means none)"),
     responses(
         (status = 200, description = "Aborted", body = PodMigrationDetail),
-        (status = 404, body = ErrorBody),
-        (status = 409, description = "Already finished (details.phase)", body = ErrorBody),
+        (status = 400, description = "`id` is not an integer (`invalid_path`), or the body is \
+            not JSON (`invalid_json`) or not a comment object (`invalid_request`)", body = ErrorBody),
+        (status = 404, description = "No such pod migration (`not_found`)", body = ErrorBody),
+        (status = 409, description = "Already finished (`already_finished`, details.phase)",
+            body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
     ))]
 pub async fn abort_pod_migration(
     State(state): State<AppState>,
@@ -214,18 +224,7 @@ pub async fn abort_pod_migration(
     ApiPath(id): ApiPath<i64>,
     RawBody(body): RawBody,
 ) -> Result<Json<PodMigrationDetail>, ApiError> {
-    let comment = if body.iter().all(u8::is_ascii_whitespace) {
-        None
-    } else {
-        serde_json::from_slice::<super::decisions::DecisionComment>(&body)
-            .map_err(|e| {
-                ApiError::bad_request(
-                    "invalid_request",
-                    format!("the body must be empty or {{\"comment\": \"...\"}}: {e}"),
-                )
-            })?
-            .comment
-    };
+    let comment = super::decisions::comment_body(&body)?;
     let work = {
         let state = state.clone();
         async move {
@@ -255,7 +254,7 @@ const ARBITRATION_KIND: &str = "arbitration";
 
 /// The arbitration knobs in force (Koordinator's MigrationControllerArgs names and defaults).
 #[utoipa::path(get, path = "/api/v1/arbitration", tag = "pod-migrations",
-    responses((status = 200, body = ArbitrationConfig)))]
+    responses((status = 200, description = "The knobs in force", body = ArbitrationConfig)))]
 pub async fn get_arbitration(State(state): State<AppState>) -> Json<ArbitrationConfig> {
     Json(state.pod_migrations.executor.config())
 }
@@ -265,8 +264,13 @@ pub async fn get_arbitration(State(state): State<AppState>) -> Json<ArbitrationC
 #[utoipa::path(put, path = "/api/v1/arbitration", tag = "pod-migrations",
     request_body = ArbitrationConfig,
     responses(
-        (status = 200, body = ArbitrationConfig),
-        (status = 422, description = "A knob cannot work; details lists every problem", body = ErrorBody),
+        (status = 200, description = "The knobs now in force", body = ArbitrationConfig),
+        (status = 400, description = "The body is not JSON (`invalid_json`)", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "A knob cannot work (`invalid_config`: e.g. a zero limiter \
+            duration; `details.errors` lists every problem), or the body does not match the \
+            schema (`invalid_request`)", body = ErrorBody),
     ))]
 pub async fn put_arbitration(
     State(state): State<AppState>,

@@ -59,13 +59,15 @@ fn view(state: &AppState, record: PolicyRecord) -> Result<PolicyView, ApiError> 
 /// validated, compiled and introspected (`info`) before it is stored; uploading a module with
 /// the name of an existing upload replaces it.
 #[utoipa::path(post, path = "/api/v1/policies", tag = "policies",
-    request_body(content = WasmModule, content_type = "application/wasm",
-        description = "The .wasm file (any Content-Type is accepted)"),
+    request_body(description = "The .wasm file (any Content-Type is accepted)",
+        content((WasmModule = "application/wasm"), (WasmModule = "application/octet-stream"))),
     responses(
         (status = 201, description = "Registered", body = PolicyView),
         (status = 200, description = "Replaced an earlier upload of the same name", body = PolicyView),
-        (status = 409, description = "The name belongs to a built-in policy", body = ErrorBody),
-        (status = 413, description = "Over the module size cap", body = ErrorBody),
+        (status = 409, description = "The name belongs to a built-in policy (`builtin_policy`)",
+            body = ErrorBody),
+        (status = 413, description = "Over the module size cap (`module_too_large`) or the \
+            server's --body-limit (`payload_too_large`)", body = ErrorBody),
         (status = 422, description = "Not a usable policy (not wasm, core module, wrong ABI, \
             forbidden imports, missing exports, bad metadata); `code` says which", body = ErrorBody),
     ))]
@@ -80,20 +82,13 @@ pub async fn upload_policy(
             "the body is empty: send the policy's .wasm file as the request body",
         ));
     }
-    let permit = state
-        .evaluations
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|e| ApiError::internal("evaluation semaphore closed", e))?;
+    // Compiles wait for a compile slot of the engine's own, not for an evaluation permit: an
+    // upload, however slow to compile, never holds up a run.
     let engine = state.engine.clone();
     let bytes = wasm.clone();
-    let compiled = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        engine.compile(&bytes)
-    })
-    .await
-    .map_err(|e| ApiError::internal("policy compilation task failed", e))??;
+    let compiled = tokio::task::spawn_blocking(move || engine.compile(&bytes))
+        .await
+        .map_err(|e| ApiError::internal("policy compilation task failed", e))??;
 
     let register = {
         let state = state.clone();
@@ -144,7 +139,11 @@ async fn register(
             metadata: &metadata,
         })
         .await?;
+    let replaced = state.registry.get(&meta.name);
     state.registry.insert(compiled, false);
+    if let Some(old) = replaced.filter(|old| old.policy.meta.digest != meta.digest) {
+        state.engine.forget(&old.policy.meta.digest);
+    }
     tracing::info!(policy = %meta.name, version = %meta.version, digest = %meta.digest, created, "policy uploaded");
     let status = if created {
         StatusCode::CREATED
@@ -156,7 +155,7 @@ async fn register(
 
 /// List every policy, built-ins first by name.
 #[utoipa::path(get, path = "/api/v1/policies", tag = "policies",
-    responses((status = 200, body = PolicyList)))]
+    responses((status = 200, description = "Every policy", body = PolicyList)))]
 pub async fn list_policies(State(state): State<AppState>) -> Result<Json<PolicyList>, ApiError> {
     let mut items = state
         .store
@@ -177,8 +176,9 @@ pub async fn list_policies(State(state): State<AppState>) -> Result<Json<PolicyL
 #[utoipa::path(get, path = "/api/v1/policies/{name}", tag = "policies",
     params(("name" = String, Path, description = "Plugin name, e.g. LowNodeUtilization")),
     responses(
-        (status = 200, body = PolicyView),
-        (status = 404, body = ErrorBody),
+        (status = 200, description = "The policy", body = PolicyView),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such policy (`not_found`)", body = ErrorBody),
     ))]
 pub async fn get_policy(
     State(state): State<AppState>,
@@ -194,8 +194,10 @@ pub async fn get_policy(
     params(("name" = String, Path, description = "Plugin name")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, body = ErrorBody),
-        (status = 409, description = "Built-in, or used by a profile", body = ErrorBody),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such policy (`not_found`)", body = ErrorBody),
+        (status = 409, description = "Built-in (`builtin_policy`), or used by a profile \
+            (`policy_in_use`, the profiles in `details.profiles`)", body = ErrorBody),
     ))]
 pub async fn delete_policy(
     State(state): State<AppState>,
@@ -264,7 +266,9 @@ async fn delete(state: &AppState, name: &str) -> Result<StatusCode, ApiError> {
             "policy \"{name}\" does not exist"
         )));
     }
-    state.registry.remove(name);
+    if let Some(old) = state.registry.remove(name) {
+        state.engine.forget(&old.policy.meta.digest);
+    }
     tracing::info!(policy = %name, "policy deleted");
     Ok(StatusCode::NO_CONTENT)
 }

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::auth::Actor;
-use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiPath, DocumentFormat, RawBody, document_format};
+use super::error::{ApiError, ErrorBody, PayloadTooLarge};
+use super::extract::{ApiPath, DocumentFormat, RawBody, decode_json, document_format};
 use super::timestamp;
 use crate::audit::{self, action, kind};
 use crate::ingest::check_name;
@@ -81,13 +81,19 @@ fn invalid(mut errors: Vec<ProfileError>) -> ApiError {
     ApiError::unprocessable("invalid_profile", message).with_details(json!({ "errors": errors }))
 }
 
-/// Parse a document body as JSON or YAML.
+/// Parse a document body as JSON or YAML (its structure checked first: see `extract`).
 pub(crate) fn parse_document(format: DocumentFormat, body: &[u8]) -> Result<Value, ApiError> {
     match format {
-        DocumentFormat::Json => serde_json::from_slice(body).map_err(|e| {
+        DocumentFormat::Json => decode_json(body, |e| {
             ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}"))
         }),
-        DocumentFormat::Yaml => serde_yaml::from_slice(body).map_err(|e| {
+        // Integers beyond 64 bits read as floats, as they do in JSON; the structure (depth,
+        // repeated keys, one document) is checked first.
+        DocumentFormat::Yaml => {
+            rebalancer_cluster::document::check_yaml(body)?;
+            rebalancer_cluster::yaml_json_value(serde_yaml::Deserializer::from_slice(body))
+        }
+        .map_err(|e| {
             ApiError::bad_request("invalid_yaml", format!("the body is not valid YAML: {e}"))
         }),
     }
@@ -98,15 +104,22 @@ pub(crate) fn parse_document(format: DocumentFormat, body: &[u8]) -> Result<Valu
 /// limits and `nodeSelector`. Every enabled plugin must be a registered policy implementing
 /// that extension point, and its args must validate. Unknown or misplaced fields are errors.
 #[utoipa::path(put, path = "/api/v1/profiles/{name}", tag = "profiles",
-    params(("name" = String, Path, description = "Profile name (1–63 of a-z 0-9 - . _)")),
+    params(("name" = String, Path, description = "Profile name (1–63 of a-z 0-9 - . _, starting \
+        and ending with a letter or digit)", min_length = 1, max_length = 63,
+        pattern = "^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")),
     request_body(description = "A DeschedulerPolicy document",
         content((Object = "application/json"), (Object = "application/yaml"))),
     responses(
         (status = 201, description = "Created", body = ProfileView),
         (status = 200, description = "Replaced", body = ProfileView),
-        (status = 400, description = "Not JSON/YAML, or a bad name", body = ErrorBody),
+        (status = 400, description = "Not JSON (`invalid_json`) or YAML (`invalid_yaml`), or a \
+            bad name (`invalid_name`, `invalid_path`)", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, description = "Neither JSON nor YAML (`unsupported_media_type`)",
+            body = ErrorBody),
         (status = 422, description = "Not a valid DeschedulerPolicy for this server; \
-            `details.errors` lists every problem with its field path", body = ErrorBody),
+            `details.errors` lists every problem with its field path (the first 100, then one \
+            entry counting the rest)", body = ErrorBody),
     ))]
 pub async fn put_profile(
     State(state): State<AppState>,
@@ -122,11 +135,13 @@ pub async fn put_profile(
         )
     })?;
     let document = parse_document(document_format(&headers)?, &body)?;
-    let parsed = profile::parse_with_warnings(&document).map_err(invalid)?;
+    // Read to the end even past errors: the plugins of the parts that parsed are checked too,
+    // and the answer lists every problem at once.
+    let outcome = profile::parse_all(&document);
 
     let store = {
         let state = state.clone();
-        async move { store_profile(&state, &name, document, parsed.spec).await }
+        async move { store_profile(&state, &name, document, outcome).await }
     };
     let (status, Json(profile)) = state
         .in_flight
@@ -151,8 +166,9 @@ async fn store_profile(
     state: &AppState,
     name: &str,
     document: Value,
-    spec: ProfileSpec,
+    outcome: profile::ParseOutcome,
 ) -> Result<(StatusCode, Json<ProfileView>), ApiError> {
+    let spec = outcome.parsed.spec;
     let _catalog = state.catalog_lock.lock().await;
     let (engine, registry, doc, checked) = (
         state.engine.clone(),
@@ -165,6 +181,7 @@ async fn store_profile(
     })
     .await
     .map_err(|e| ApiError::internal("profile check task failed", e))?;
+    let problems = profile::merge_errors(outcome.errors, problems);
     if !problems.is_empty() {
         return Err(invalid(problems));
     }
@@ -182,7 +199,7 @@ async fn store_profile(
 
 /// List every profile.
 #[utoipa::path(get, path = "/api/v1/profiles", tag = "profiles",
-    responses((status = 200, body = ProfileList)))]
+    responses((status = 200, description = "Every profile", body = ProfileList)))]
 pub async fn list_profiles(State(state): State<AppState>) -> Result<Json<ProfileList>, ApiError> {
     let items = state
         .store
@@ -202,7 +219,8 @@ pub async fn list_profiles(State(state): State<AppState>) -> Result<Json<Profile
         (status = 200, description = "The profile (JSON), or its DeschedulerPolicy document \
             (YAML) when `Accept` asks for application/yaml",
             content((ProfileView = "application/json"), (Object = "application/yaml"))),
-        (status = 404, body = ErrorBody),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such profile (`not_found`)", body = ErrorBody),
     ))]
 pub async fn get_profile(
     State(store): State<Store>,

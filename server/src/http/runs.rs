@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::AppState;
 use super::auth::Actor;
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ErrorBody, PayloadTooLarge, UnsupportedMediaType};
 use super::extract::{ApiJson, ApiPath};
 use super::page::{Page, PageParams};
 use super::timestamp;
@@ -99,11 +99,16 @@ fn view(record: RunRecord) -> Result<RunView, ApiError> {
         (status = 201, description = "The finished run, `succeeded`; a policy that failed \
             (timeout, trap, memory cap…) is recorded in its outcome in the report while the \
             run's other policies still run", body = RunView),
-        (status = 404, description = "No such cluster or profile", body = ErrorBody),
-        (status = 409, description = "The cluster's stored state is not loaded", body = ErrorBody),
-        (status = 422, description = "The profile cannot run on this cluster (e.g. a \
-            priorityThreshold naming a PriorityClass it does not have); the run is recorded \
-            as failed, `details.run` is its id", body = ErrorBody),
+        (status = 400, description = "The body is not JSON (`invalid_json`)", body = ErrorBody),
+        (status = 404, description = "No such cluster or profile (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The cluster's stored state is not loaded \
+            (`cluster_not_loaded`)", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "The profile cannot run on this cluster \
+            (`invalid_profile`, e.g. a priorityThreshold naming a PriorityClass it does not \
+            have; the run is recorded as failed, `details.run` is its id), or the body does \
+            not match the schema (`invalid_request`)", body = ErrorBody),
     ))]
 pub async fn create_run(
     State(state): State<AppState>,
@@ -160,8 +165,9 @@ pub async fn create_run(
 #[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs",
     params(("id" = i64, Path, description = "Run id")),
     responses(
-        (status = 200, body = RunView),
-        (status = 404, body = ErrorBody),
+        (status = 200, description = "The run", body = RunView),
+        (status = 400, description = "`id` is not an integer (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such run (`not_found`)", body = ErrorBody),
     ))]
 pub async fn get_run(
     State(store): State<Store>,
@@ -174,8 +180,10 @@ pub async fn get_run(
 #[utoipa::path(get, path = "/api/v1/runs", tag = "runs",
     params(PageParams),
     responses(
-        (status = 200, body = RunList),
-        (status = 400, body = ErrorBody),
+        (status = 200, description = "One page of runs, newest first", body = RunList),
+        (status = 400, description = "A query parameter is not valid (`invalid_query`: e.g. a \
+            `limit` outside 1–1000), or the cursor is not one this API returned \
+            (`invalid_cursor`)", body = ErrorBody),
     ))]
 pub async fn list_runs(State(store): State<Store>, page: Page) -> Result<Json<RunList>, ApiError> {
     let before = page.id_cursor()?;

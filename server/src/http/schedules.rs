@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::AppState;
 use super::auth::Actor;
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ErrorBody, PayloadTooLarge, UnsupportedMediaType};
 use super::extract::{ApiJson, ApiPath};
 use super::timestamp;
 use crate::audit::{self, action, kind};
@@ -17,10 +17,13 @@ use rebalancer_store::{ScheduleRecord, ScheduleSpec, Store};
 
 /// Change-triggered runs wait this long after the latest change unless told otherwise.
 pub const DEFAULT_DEBOUNCE_SECONDS: i64 = 30;
-/// Longest interval or debounce accepted (one year).
-const MAX_SECONDS: i64 = 366 * 24 * 3600;
+/// Longest interval or debounce accepted (one year). The `maximum` of both fields in the
+/// OpenAPI document repeats it (an attribute takes no constant; `server/tests/api/docs.rs`
+/// checks they agree).
+pub const MAX_SECONDS: i64 = 366 * 24 * 3600;
 
-/// What a schedule does. At least one of `intervalSeconds` and `onChange` must be set.
+/// What a schedule does. At least one of `intervalSeconds` and `onChange` must be set (the
+/// document says so with an `anyOf`, added by `http::docs`).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScheduleRequest {
@@ -30,14 +33,14 @@ pub struct ScheduleRequest {
     pub profile: String,
     /// Run every this many seconds (the first run starts right away). Omit or null for
     /// change-triggered runs only.
-    #[schema(example = 300, minimum = 1)]
+    #[schema(example = 300, minimum = 1, maximum = 31622400)]
     pub interval_seconds: Option<i64>,
     /// Also run after the cluster's state changes (snapshot push, pod migrations…).
     #[serde(default)]
     pub on_change: bool,
     /// With `onChange`: start the run once the cluster has had no change for this long, so a
     /// burst of changes gives one run. Default 30.
-    #[schema(example = 30, minimum = 0)]
+    #[schema(example = 30, minimum = 0, maximum = 31622400)]
     pub debounce_seconds: Option<i64>,
     /// Runs of this schedule are dry runs: their decisions can never be approved or executed.
     #[serde(default)]
@@ -160,10 +163,14 @@ fn audit_detail(spec: &ScheduleSpec) -> serde_json::Value {
 #[utoipa::path(post, path = "/api/v1/schedules", tag = "schedules",
     request_body = ScheduleRequest,
     responses(
-        (status = 201, body = ScheduleView),
-        (status = 404, description = "No such cluster or profile", body = ErrorBody),
+        (status = 201, description = "Created", body = ScheduleView),
+        (status = 400, description = "The body is not JSON (`invalid_json`)", body = ErrorBody),
+        (status = 404, description = "No such cluster or profile (`not_found`)", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "Neither an interval nor onChange, or a value out of \
-            range", body = ErrorBody),
+            range (`invalid_schedule`), or the body does not match the schema \
+            (`invalid_request`)", body = ErrorBody),
     ))]
 pub async fn create_schedule(
     State(state): State<AppState>,
@@ -187,7 +194,7 @@ pub async fn create_schedule(
 
 /// Every schedule.
 #[utoipa::path(get, path = "/api/v1/schedules", tag = "schedules",
-    responses((status = 200, body = ScheduleList)))]
+    responses((status = 200, description = "Every schedule", body = ScheduleList)))]
 pub async fn list_schedules(State(state): State<AppState>) -> Result<Json<ScheduleList>, ApiError> {
     let items = state
         .store
@@ -202,7 +209,11 @@ pub async fn list_schedules(State(state): State<AppState>) -> Result<Json<Schedu
 /// One schedule.
 #[utoipa::path(get, path = "/api/v1/schedules/{id}", tag = "schedules",
     params(("id" = i64, Path, description = "Schedule id")),
-    responses((status = 200, body = ScheduleView), (status = 404, body = ErrorBody)))]
+    responses(
+        (status = 200, description = "The schedule", body = ScheduleView),
+        (status = 400, description = "`id` is not an integer (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such schedule (`not_found`)", body = ErrorBody),
+    ))]
 pub async fn get_schedule(
     State(store): State<Store>,
     ApiPath(id): ApiPath<i64>,
@@ -215,9 +226,16 @@ pub async fn get_schedule(
     params(("id" = i64, Path, description = "Schedule id")),
     request_body = ScheduleRequest,
     responses(
-        (status = 200, body = ScheduleView),
-        (status = 404, description = "No such schedule, cluster or profile", body = ErrorBody),
-        (status = 422, body = ErrorBody),
+        (status = 200, description = "Replaced", body = ScheduleView),
+        (status = 400, description = "`id` is not an integer (`invalid_path`), or the body is \
+            not JSON (`invalid_json`)", body = ErrorBody),
+        (status = 404, description = "No such schedule, cluster or profile (`not_found`)",
+            body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "Neither an interval nor onChange, or a value out of \
+            range (`invalid_schedule`), or the body does not match the schema \
+            (`invalid_request`)", body = ErrorBody),
     ))]
 pub async fn put_schedule(
     State(state): State<AppState>,
@@ -244,7 +262,11 @@ pub async fn put_schedule(
 /// Delete a schedule. The runs it started are kept.
 #[utoipa::path(delete, path = "/api/v1/schedules/{id}", tag = "schedules",
     params(("id" = i64, Path, description = "Schedule id")),
-    responses((status = 204, description = "Deleted"), (status = 404, body = ErrorBody)))]
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "`id` is not an integer (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such schedule (`not_found`)", body = ErrorBody),
+    ))]
 pub async fn delete_schedule(
     State(state): State<AppState>,
     actor: Actor,

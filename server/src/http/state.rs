@@ -48,6 +48,8 @@ pub struct AppState {
     pub backend: Arc<dyn Backend>,
     /// Snapshot pushes.
     pub ingest: Ingest,
+    /// How many snapshot pushes read and ingest their body at once.
+    pub snapshot_pushes: Arc<super::pushes::SnapshotPushes>,
     /// Runs started over REST.
     pub runs: trigger::Deps,
     /// Approving and rejecting decisions.

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::AppState;
 use super::auth::Actor;
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ErrorBody, PayloadTooLarge, UnsupportedMediaType};
 use super::extract::{ApiJson, ApiPath};
 use super::timestamp;
 use crate::audit::{self, action, kind};
@@ -18,9 +18,14 @@ use rebalancer_store::{NewToken, Role, Store, TokenOrigin, TokenRecord};
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
-    /// Who or what uses the token (shown in the audit log): 1–100 letters, digits, spaces and
-    /// `-._@/`; unique.
-    #[schema(example = "portal")]
+    /// Who or what uses the token (shown in the audit log): 1–100 ASCII letters, digits,
+    /// spaces and `-._@/`, not only spaces; unique.
+    #[schema(
+        example = "portal",
+        min_length = 1,
+        max_length = 100,
+        pattern = "^ *[A-Za-z0-9._@/-][A-Za-z0-9 ._@/-]*$"
+    )]
     pub name: String,
     pub role: Role,
 }
@@ -73,9 +78,15 @@ fn view(record: TokenRecord) -> TokenView {
 #[utoipa::path(post, path = "/api/v1/tokens", tag = "tokens",
     request_body = CreateToken,
     responses(
-        (status = 201, body = CreatedToken),
-        (status = 409, description = "A token with this name exists", body = ErrorBody),
-        (status = 422, description = "Invalid name or role", body = ErrorBody),
+        (status = 201, description = "Created; `token` is the secret, shown this once",
+            body = CreatedToken),
+        (status = 400, description = "The body is not JSON (`invalid_json`)", body = ErrorBody),
+        (status = 409, description = "A token with this name exists (`name_taken`)",
+            body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "Invalid name (`invalid_name`), or the body does not match \
+            the schema (`invalid_request`, e.g. an unknown role)", body = ErrorBody),
     ))]
 pub async fn create_token(
     State(state): State<AppState>,
@@ -123,7 +134,7 @@ pub async fn create_token(
 
 /// Every token (never the secrets).
 #[utoipa::path(get, path = "/api/v1/tokens", tag = "tokens",
-    responses((status = 200, body = TokenList)))]
+    responses((status = 200, description = "Every token", body = TokenList)))]
 pub async fn list_tokens(State(state): State<AppState>) -> Result<Json<TokenList>, ApiError> {
     let items = state
         .store
@@ -141,8 +152,10 @@ pub async fn list_tokens(State(state): State<AppState>) -> Result<Json<TokenList
     params(("id" = i64, Path, description = "Token id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, body = ErrorBody),
-        (status = 409, description = "The environment's admin token, or the last admin token",
+        (status = 400, description = "`id` is not an integer (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such token (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The environment's admin token \
+            (`token_from_environment`), or the last admin token (`last_admin_token`)",
             body = ErrorBody),
     ))]
 pub async fn delete_token(

@@ -4,7 +4,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{ADMIN_TOKEN, TestServer, assert_error, small_cluster};
+use crate::support::{ADMIN_TOKEN, TestServer, assert_error, client_with_token, small_cluster};
 
 #[tokio::test]
 async fn api_calls_need_a_valid_bearer_token_and_public_endpoints_do_not() {
@@ -283,4 +283,174 @@ async fn the_openapi_document_states_the_role_of_every_operation() {
     assert_eq!(doc["security"], json!([{"bearer": []}]));
     assert_eq!(operation("/healthz", "get")["security"], json!([{}]));
     assert_eq!(operation("/metrics", "get")["security"], json!([{}]));
+}
+
+/// Every operation of the OpenAPI document, plus `HEAD` of every `GET`, called with no token and
+/// with each role: a caller below what the access table asks for is refused (401 without a
+/// token, 403 with one), a caller at or above it never is. Methods a path does not have stay
+/// 405, and unknown paths 404, whoever calls.
+#[tokio::test]
+async fn every_documented_operation_and_its_head_are_guarded_by_the_access_table() {
+    use rebalancer_server::http::auth::{Access, ROUTE_ACCESS, route_access};
+    use rebalancer_store::Role;
+
+    let server = TestServer::start().await;
+    let viewer = server.create_token("walk-viewer", "viewer").await;
+    let approver = server.create_token("walk-approver", "approver").await;
+    let callers: Vec<(Option<Role>, reqwest::Client)> = vec![
+        (None, reqwest::Client::new()),
+        (Some(Role::Viewer), client_with_token(&viewer)),
+        (Some(Role::Approver), client_with_token(&approver)),
+        (Some(Role::Admin), client_with_token(ADMIN_TOKEN)),
+    ];
+    let name = |role: Option<Role>| role.map_or("no token".to_string(), |r| r.to_string());
+
+    let (status, doc) = server
+        .call(None, Method::GET, "/api-docs/openapi.json", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let paths = doc["paths"].as_object().expect("paths");
+    assert!(paths.len() >= 29, "{:?}", paths.keys());
+    let all_methods = [
+        Method::GET,
+        Method::HEAD,
+        Method::PUT,
+        Method::POST,
+        Method::DELETE,
+        Method::PATCH,
+        Method::OPTIONS,
+    ];
+    let mut checked = 0;
+    for (template, item) in paths {
+        // Ids and names no object has: nothing is changed by the callers that get through.
+        let path = template
+            .replace("{id}", "424242")
+            .replace("{name}", "no-such-object");
+        assert!(
+            !path.contains('{'),
+            "a path parameter to fill in: {template}"
+        );
+        let documented: Vec<Method> = all_methods
+            .iter()
+            .filter(|m| item.get(m.as_str().to_ascii_lowercase()).is_some())
+            .cloned()
+            .collect();
+        assert!(!documented.is_empty(), "{template} has no operation");
+        let mut callable = documented.clone();
+        if documented.contains(&Method::GET) {
+            callable.push(Method::HEAD);
+        }
+        for method in &all_methods {
+            let access = if callable.contains(method) {
+                Some(route_access(method, template).unwrap_or_else(|| {
+                    panic!("{method} {template} is documented but not in the access table")
+                }))
+            } else {
+                None
+            };
+            for (role, client) in &callers {
+                let response = client
+                    .request(method.clone(), server.url(&path))
+                    .send()
+                    .await
+                    .unwrap();
+                let status = response.status();
+                let body = response.text().await.unwrap();
+                let who = name(*role);
+                let Some(access) = access else {
+                    assert_eq!(
+                        status,
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "{method} {path} ({who}): {body}"
+                    );
+                    continue;
+                };
+                checked += 1;
+                let needed = match access {
+                    Access::Public => None,
+                    Access::Role(needed) => Some(needed),
+                };
+                let allowed = match (needed, role) {
+                    (None, _) => true,
+                    (Some(needed), Some(role)) => *role >= needed,
+                    (Some(_), None) => false,
+                };
+                if allowed {
+                    assert!(
+                        status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN,
+                        "{method} {path} ({who}, table: {access}) was refused: {status} {body}"
+                    );
+                    continue;
+                }
+                let expected = if role.is_none() {
+                    StatusCode::UNAUTHORIZED
+                } else {
+                    StatusCode::FORBIDDEN
+                };
+                assert_eq!(
+                    status, expected,
+                    "{method} {path} ({who}, table: {access}): {body}"
+                );
+                if *method != Method::HEAD && role.is_some() {
+                    let body: Value = serde_json::from_str(&body).unwrap();
+                    assert_error(&body, "forbidden");
+                    assert_eq!(body["details"]["requiredRole"], access.to_string());
+                }
+            }
+        }
+    }
+    // Every row of the table, and HEAD of every GET row, by every caller.
+    let gets = ROUTE_ACCESS
+        .iter()
+        .filter(|r| r.method == Method::GET)
+        .count();
+    assert_eq!(checked, callers.len() * (ROUTE_ACCESS.len() + gets));
+
+    for path in [
+        "/api/v1/nothing-here",
+        "/api/v1/clusters/a/b/c",
+        "/api/v1/tokens/1/extra",
+    ] {
+        for (role, client) in &callers {
+            for method in [Method::GET, Method::HEAD, Method::POST] {
+                let response = client
+                    .request(method.clone(), server.url(path))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    response.status(),
+                    StatusCode::NOT_FOUND,
+                    "{method} {path} ({})",
+                    name(*role)
+                );
+            }
+        }
+    }
+}
+
+/// The hole this table closed: `HEAD` of the token list answered 200 (with the admin listing's
+/// length) to viewers and approvers.
+#[tokio::test]
+async fn head_of_the_token_list_needs_an_admin_like_get() {
+    let server = TestServer::start().await;
+    let viewer = server.create_token("dashboard", "viewer").await;
+    let approver = server.create_token("on-call", "approver").await;
+    for token in [&viewer, &approver] {
+        for method in [Method::GET, Method::HEAD] {
+            let response = client_with_token(token)
+                .request(method.clone(), server.url("/api/v1/tokens"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::FORBIDDEN, "{method}");
+        }
+    }
+    let head = server
+        .client
+        .head(server.url("/api/v1/tokens"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), StatusCode::OK);
 }

@@ -3,7 +3,7 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, assert_error, list, node, pod, small_cluster};
+use crate::support::{ADMIN_TOKEN, TestServer, assert_error, list, node, pod, small_cluster};
 
 fn by_name<'a>(items: &'a Value, name: &str) -> &'a Value {
     items
@@ -444,4 +444,524 @@ async fn deleting_a_cluster_takes_its_state_schedules_and_open_proposals_and_kee
     let (status, body) = server.delete("/api/v1/clusters/nowhere").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body:#}");
     assert_error(&body, "not_found");
+}
+
+// ---- Hostile and careless pushes ------------------------------------------------------------
+
+/// `[[…]]` nested `n` deep.
+fn deep(n: usize) -> String {
+    format!("{}{}", "[".repeat(n), "]".repeat(n))
+}
+
+/// The positions where a value nested 10,000 deep once aborted the server (a scalar or a
+/// string map expected), as `(item with DEEP where the value goes, path reported)`.
+const DEEP_POSITIONS: [(&str, &str); 5] = [
+    (
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":DEEP}}"#,
+        "items[0].metadata.name",
+    ),
+    (
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n9","labels":DEEP}}"#,
+        "items[0].metadata.labels",
+    ),
+    (
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"shop","annotations":{"note":DEEP}}}"#,
+        "items[0].metadata.annotations.note",
+    ),
+    (
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"shop"},"spec":{"nodeSelector":DEEP}}"#,
+        "items[0].spec.nodeSelector",
+    ),
+    (
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n9"},"status":{"allocatable":{"cpu":DEEP}}}"#,
+        "items[0].status.allocatable.cpu",
+    ),
+];
+
+#[tokio::test]
+async fn values_nested_ten_and_a_hundred_thousand_deep_are_refused_and_the_server_lives_on() {
+    let server = TestServer::start().await;
+    let good = server.push("east", &small_cluster()).await;
+    let path = "/api/v1/clusters/east/snapshot";
+    for n in [10_000, 100_000] {
+        for (item, at) in DEEP_POSITIONS {
+            let doc = format!(
+                r#"{{"apiVersion":"v1","kind":"List","items":[{}]}}"#,
+                item.replace("DEEP", &deep(n))
+            );
+            // JSON, and the same text as YAML (flow style).
+            for content_type in ["application/json", "application/yaml"] {
+                let (status, body) = server.put_bytes(path, content_type, doc.clone()).await;
+                assert_eq!(
+                    status,
+                    StatusCode::BAD_REQUEST,
+                    "{content_type} {at}: {body:#}"
+                );
+                let message = assert_error(&body, "document_too_deep");
+                assert!(message.contains("more than 100 levels"), "{message}");
+                let reported = body["details"]["path"].as_str().unwrap();
+                assert!(
+                    reported.starts_with(at),
+                    "{content_type}: {reported} vs {at}"
+                );
+                assert_eq!(body["details"]["line"], 1);
+                assert_eq!(body["details"]["previousStateKept"], true);
+            }
+        }
+    }
+    // Still serving, with the state it had.
+    let (status, _) = server.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, east) = server.get("/api/v1/clusters/east").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(east["revision"], good["revision"]);
+    assert_eq!((&east["nodes"], &east["pods"]), (&json!(3), &json!(5)));
+}
+
+#[tokio::test]
+async fn every_json_and_yaml_body_is_bounded_in_depth() {
+    let server = TestServer::start().await;
+    server.push("east", &small_cluster()).await;
+    let deep_json = format!(r#"{{"profiles":{}}}"#, deep(10_000));
+    let deep_yaml = format!("profiles: {}\n", deep(10_000));
+    for (method, path, content_type, body) in [
+        (
+            "PUT",
+            "/api/v1/profiles/deep",
+            "application/json",
+            &deep_json,
+        ),
+        (
+            "PUT",
+            "/api/v1/profiles/deep",
+            "application/yaml",
+            &deep_yaml,
+        ),
+        ("POST", "/api/v1/runs", "application/json", &deep_json),
+        ("POST", "/api/v1/schedules", "application/json", &deep_json),
+        ("PUT", "/api/v1/arbitration", "application/json", &deep_json),
+        (
+            "POST",
+            "/api/v1/decisions/1/approve",
+            "application/json",
+            &deep_json,
+        ),
+        (
+            "POST",
+            "/api/v1/pod-migrations/1/abort",
+            "application/json",
+            &deep_json,
+        ),
+    ] {
+        let request = server
+            .client
+            .request(method.parse().unwrap(), server.url(path))
+            .header("content-type", content_type)
+            .body(body.clone());
+        let (status, body) = server.send(request).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path}: {body:#}");
+        assert_error(&body, "document_too_deep");
+        assert_eq!(
+            body["details"]["path"],
+            "profiles[0][0][0][0][0][0][0][0][0][0][0]…"
+        );
+    }
+    // Repeated keys, too.
+    let (status, body) = server
+        .put_bytes(
+            "/api/v1/profiles/twice",
+            "application/json",
+            r#"{"apiVersion":"descheduler/v1alpha2","kind":"DeschedulerPolicy","kind":"X"}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body:#}");
+    assert_error(&body, "duplicate_key");
+    let (status, _) = server.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn what_is_not_one_list_is_refused_and_an_empty_list_needs_allow_empty() {
+    let server = TestServer::start().await;
+    let good = server.push("east", &small_cluster()).await;
+    let path = "/api/v1/clusters/east/snapshot";
+
+    // Not a List at all: 400, whatever the format.
+    for (content_type, body, says) in [
+        ("application/yaml", "null\n", "the document is null"),
+        ("application/yaml", "~\n", "the document is null"),
+        ("application/yaml", "", "the body is empty"),
+        ("application/json", "", "the body is empty"),
+        ("application/json", "null", "found null"),
+        (
+            "application/json",
+            r#"{"apiVersion":"v1","kind":"List"}"#,
+            "has no `items`",
+        ),
+        (
+            "application/yaml",
+            "apiVersion: v1\nkind: List\n",
+            "has no `items`",
+        ),
+        (
+            "application/json",
+            r#"{"apiVersion":"v1","kind":"List","items":null}"#,
+            "`items` is null",
+        ),
+        (
+            "application/yaml",
+            "kind: List\nitems:\n",
+            "`items` is null",
+        ),
+        (
+            "application/json",
+            r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"solo"}}"#,
+            "a single Node object",
+        ),
+    ] {
+        let (status, response) = server.put_bytes(path, content_type, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body:?}: {response:#}");
+        let message = assert_error(&response, "not_a_list");
+        assert!(message.contains(says), "{body:?}: {message}");
+        assert_eq!(response["details"]["previousStateKept"], true);
+    }
+
+    // A List of nothing, or of no node and no pod: 409 unless the client says so.
+    let empty = json!({"apiVersion": "v1", "kind": "List", "items": []});
+    let namespaces_only =
+        list([json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}})]);
+    for (list, objects) in [(&empty, 0), (&namespaces_only, 1)] {
+        let (status, body) = server.put_json(path, list).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{body:#}");
+        let message = assert_error(&body, "empty_snapshot");
+        assert!(
+            message.contains(
+                "replace the state of cluster \"east\" (3 node(s), 5 pod(s)) with nothing"
+            ),
+            "{message}"
+        );
+        assert!(message.contains("?allowEmpty=true"), "{message}");
+        assert_eq!(body["details"]["objects"], objects);
+        assert_eq!(body["details"]["previousStateKept"], true);
+    }
+    let (status, body) = server
+        .put_json("/api/v1/clusters/brand-new/snapshot", &empty)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body:#}");
+    assert!(assert_error(&body, "empty_snapshot").contains("create cluster \"brand-new\""));
+
+    // Nothing changed so far.
+    let (_, east) = server.get("/api/v1/clusters/east").await;
+    assert_eq!(east["revision"], good["revision"]);
+    assert_eq!((&east["nodes"], &east["pods"]), (&json!(3), &json!(5)));
+    let (status, _) = server.get("/api/v1/clusters/brand-new").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Said explicitly, the cluster is emptied.
+    let (status, body) = server
+        .put_json(&format!("{path}?allowEmpty=true"), &namespaces_only)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body:#}");
+    assert_eq!((&body["nodes"], &body["pods"]), (&json!(0), &json!(0)));
+    assert_eq!(body["counts"], json!({"Namespace": 1}));
+}
+
+#[tokio::test]
+async fn objects_kubernetes_would_refuse_are_refused_where_they_are_wrong() {
+    let server = TestServer::start().await;
+    let good = server.push("east", &small_cluster()).await;
+    let path = "/api/v1/clusters/east/snapshot";
+
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit, &str, &str, &str)> = vec![
+        (
+            "negative cpu",
+            Box::new(|c| c["items"][0]["status"]["allocatable"]["cpu"] = json!("-4")),
+            "Node",
+            "n1",
+            "status.allocatable.cpu",
+        ),
+        (
+            "negative request",
+            Box::new(|c| {
+                c["items"][3]["spec"]["containers"][0]["resources"]["requests"]["memory"] =
+                    json!("-512Mi")
+            }),
+            "Pod",
+            "web-1",
+            "spec.containers[0].resources.requests.memory",
+        ),
+        (
+            "a budget of abc%",
+            Box::new(|c| {
+                c["items"].as_array_mut().unwrap().push(json!({
+                    "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                    "metadata": {"name": "web", "namespace": "shop"},
+                    "spec": {"minAvailable": "abc%", "selector": {"matchLabels": {"app": "web"}}}
+                }))
+            }),
+            "PodDisruptionBudget",
+            "web",
+            "spec.minAvailable",
+        ),
+        (
+            "two pods, one uid",
+            Box::new(|c| c["items"][4]["metadata"]["uid"] = json!("uid-shop-web-1")),
+            "Pod",
+            "web-2",
+            "metadata.uid",
+        ),
+        (
+            "a node called ../../x",
+            Box::new(|c| c["items"][0]["metadata"]["name"] = json!("../../x")),
+            "Node",
+            "../../x",
+            "metadata.name",
+        ),
+        (
+            "a megabyte name",
+            Box::new(move |c| c["items"][1]["metadata"]["name"] = json!("x".repeat(1 << 20))),
+            "Node",
+            "",
+            "metadata.name",
+        ),
+        (
+            "a megabyte label key",
+            Box::new(move |c| {
+                c["items"][1]["metadata"]["labels"]["x".repeat(1 << 20)] = json!("v")
+            }),
+            "Node",
+            "n2",
+            "metadata.labels",
+        ),
+        (
+            "a megabyte label value",
+            Box::new(move |c| {
+                c["items"][1]["metadata"]["labels"]["tier"] = json!("x".repeat(1 << 20))
+            }),
+            "Node",
+            "n2",
+            "metadata.labels.tier",
+        ),
+        (
+            "a namespace with capitals",
+            Box::new(|c| c["items"][8]["metadata"]["name"] = json!("Shop")),
+            "Namespace",
+            "Shop",
+            "metadata.name",
+        ),
+    ];
+    for (what, edit, kind, name, field) in cases {
+        let mut cluster = small_cluster();
+        edit(&mut cluster);
+        let (status, body) = server.put_json(path, &cluster).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{what}: {body:#}");
+        let message = assert_error(&body, "invalid_object");
+        assert!(message.len() < 1000, "{what}: {} bytes", message.len());
+        assert_eq!(body["details"]["kind"], kind, "{what}: {body:#}");
+        if !name.is_empty() {
+            assert_eq!(body["details"]["name"], name, "{what}: {body:#}");
+        }
+        let at = body["details"]["field"].as_str().unwrap();
+        assert!(at.starts_with(field), "{what}: {at}");
+        assert_eq!(body["details"]["previousStateKept"], true);
+    }
+
+    // Document-level: a repeated key (JSON and YAML), a second YAML document.
+    let (status, body) = server
+        .put_bytes(
+            path,
+            "application/json",
+            r#"{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Node","metadata":{"name":"a","name":"b"}}]}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body:#}");
+    assert_error(&body, "duplicate_key");
+    assert_eq!(body["details"]["path"], "items[0].metadata");
+    let yaml = serde_yaml::to_string(&small_cluster()).unwrap();
+    let (status, body) = server
+        .put_bytes(path, "application/yaml", format!("{yaml}apiVersion: v1\n"))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body:#}");
+    assert_error(&body, "duplicate_key");
+    let (status, body) = server
+        .put_bytes(
+            path,
+            "application/yaml",
+            format!("{yaml}---\napiVersion: v1\nkind: List\nitems: []\n"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body:#}");
+    let message = assert_error(&body, "malformed_document");
+    assert!(message.contains("a second YAML document"), "{message}");
+    assert!(body["details"]["line"].as_u64().unwrap() > 1);
+
+    // Content types: only JSON and YAML, said so.
+    for content_type in [Some("application/octet-stream"), Some("text/plain"), None] {
+        let mut request = server
+            .client
+            .put(server.url(path))
+            .body(serde_json::to_vec(&small_cluster()).unwrap());
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        let (status, body) = server.send(request).await;
+        assert_eq!(
+            status,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{content_type:?}: {body:#}"
+        );
+        let message = assert_error(&body, "unsupported_media_type");
+        assert!(
+            message.contains("application/json, application/yaml"),
+            "{message}"
+        );
+        assert_eq!(
+            body["details"]["accepted"],
+            json!([
+                "application/json",
+                "application/yaml",
+                "application/x-yaml",
+                "text/yaml"
+            ])
+        );
+    }
+
+    let (_, east) = server.get("/api/v1/clusters/east").await;
+    assert_eq!(east["revision"], good["revision"]);
+    assert_eq!((&east["nodes"], &east["pods"]), (&json!(3), &json!(5)));
+
+    // The YAML aliases are accepted, and a valid push still goes through.
+    for content_type in ["text/yaml", "application/x-yaml; charset=utf-8"] {
+        let (status, body) = server.put_bytes(path, content_type, yaml.clone()).await;
+        assert_eq!(status, StatusCode::OK, "{content_type}: {body:#}");
+    }
+}
+
+/// A snapshot push over a raw connection whose last body byte is held back, so that the push
+/// holds its slot for as long as the test wants.
+struct HeldPush {
+    stream: tokio::net::TcpStream,
+    last: u8,
+}
+
+impl HeldPush {
+    async fn start(server: &TestServer, cluster: &str, body: &Value) -> HeldPush {
+        use tokio::io::AsyncWriteExt;
+        let body = serde_json::to_vec(body).unwrap();
+        let addr = server.base.trim_start_matches("http://");
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "PUT /api/v1/clusters/{cluster}/snapshot HTTP/1.1\r\nHost: {addr}\r\n\
+             Authorization: Bearer {ADMIN_TOKEN}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(&body[..body.len() - 1]).await.unwrap();
+        stream.flush().await.unwrap();
+        HeldPush {
+            stream,
+            last: body[body.len() - 1],
+        }
+    }
+
+    /// Send the last byte; the status of the response.
+    async fn finish(mut self) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.stream.write_all(&[self.last]).await.unwrap();
+        let mut response = Vec::new();
+        self.stream.read_to_end(&mut response).await.unwrap();
+        let text = String::from_utf8_lossy(&response);
+        text.split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no status line in {text:?}"))
+    }
+}
+
+async fn pushes_metric(server: &TestServer, name: &str) -> f64 {
+    let text = reqwest::get(server.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    crate::support::metric_value(&text, name)
+}
+
+/// Wait (polling; no time is asserted) until the push gauge `name` reads `value`.
+async fn until_pushes(server: &TestServer, name: &str, value: f64) {
+    while pushes_metric(server, name).await != value {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn pushes_beyond_the_slots_wait_or_get_503_with_retry_after() {
+    // No waiting: a second push while one holds the only slot is refused at once.
+    let server = TestServer::start_with(|s| {
+        s.demo = false;
+        s.max_concurrent_snapshot_pushes = 1;
+        s.snapshot_push_max_wait_ms = 0;
+    })
+    .await;
+    let held = HeldPush::start(&server, "east", &small_cluster()).await;
+    until_pushes(&server, "rebalancer_snapshot_pushes_in_progress", 1.0).await;
+    let response = server
+        .client
+        .put(server.url("/api/v1/clusters/west/snapshot"))
+        .json(&small_cluster())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(response.headers()["retry-after"], "1");
+    let body: Value = response.json().await.unwrap();
+    let message = assert_error(&body, "snapshot_pushes_busy");
+    assert!(
+        message.contains("--max-concurrent-snapshot-pushes"),
+        "{message}"
+    );
+    assert_eq!(
+        pushes_metric(&server, "rebalancer_snapshot_pushes_refused_total").await,
+        1.0
+    );
+    // The held push was not disturbed, and its slot is free again once it is done.
+    assert_eq!(held.finish().await, 201);
+    until_pushes(&server, "rebalancer_snapshot_pushes_in_progress", 0.0).await;
+    server.push("west", &small_cluster()).await;
+
+    // Waiting allowed: the second push waits for the slot, then goes through.
+    let server = TestServer::start_with(|s| {
+        s.demo = false;
+        s.max_concurrent_snapshot_pushes = 1;
+        s.snapshot_push_max_wait_ms = 3_600_000;
+    })
+    .await;
+    let held = HeldPush::start(&server, "east", &small_cluster()).await;
+    until_pushes(&server, "rebalancer_snapshot_pushes_in_progress", 1.0).await;
+    let waiting = tokio::spawn({
+        let (client, url) = (
+            server.client.clone(),
+            server.url("/api/v1/clusters/west/snapshot"),
+        );
+        async move {
+            client
+                .put(url)
+                .json(&small_cluster())
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    });
+    until_pushes(&server, "rebalancer_snapshot_pushes_waiting", 1.0).await;
+    assert!(!waiting.is_finished());
+    assert_eq!(held.finish().await, 201);
+    assert_eq!(waiting.await.unwrap(), StatusCode::CREATED);
+    assert_eq!(
+        pushes_metric(&server, "rebalancer_snapshot_pushes_refused_total").await,
+        0.0
+    );
 }

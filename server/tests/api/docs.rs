@@ -1,8 +1,12 @@
-//! Health, readiness, OpenAPI, Swagger UI and the generic error behaviour.
+//! Health, readiness, OpenAPI, Swagger UI and the generic error behaviour; the OpenAPI
+//! document's structural rules (what openapi-spec-validator and schemathesis found wanting, so
+//! a regression shows in `cargo test` without Python; `.ci/api-contract` runs both tools).
 
+use regex::Regex;
 use reqwest::StatusCode;
+use serde_json::{Value, json};
 
-use crate::support::{TestServer, assert_error};
+use crate::support::{TestServer, assert_error, small_cluster};
 
 #[tokio::test]
 async fn health_openapi_and_swagger_ui() {
@@ -72,8 +76,29 @@ async fn health_openapi_and_swagger_ui() {
         for method in methods {
             let responses = item[method]["responses"].as_object().unwrap();
             assert!(!responses.is_empty(), "{method} {path} has no responses");
+            // A body that stops arriving is answered 408 (--body-idle-timeout).
+            if ["put", "post"].contains(&method) {
+                assert!(responses.contains_key("408"), "{method} {path}: no 408");
+            }
         }
     }
+    // The snapshot push documents what it refuses: an empty List (409), no free slot (503),
+    // and the query parameter that allows an empty List.
+    let push = &paths["/api/v1/clusters/{name}/snapshot"]["put"];
+    for code in ["200", "201", "400", "409", "413", "415", "422", "503"] {
+        assert!(
+            push["responses"].get(code).is_some(),
+            "PUT snapshot: {code} undocumented"
+        );
+    }
+    let parameters: Vec<&str> = push["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(parameters.contains(&"allowEmpty"), "{parameters:?}");
+    assert!(parameters.contains(&"observedAt"), "{parameters:?}");
     let schemas = doc["components"]["schemas"].as_object().unwrap();
     for schema in [
         "ErrorBody",
@@ -189,4 +214,382 @@ async fn the_api_answers_503_until_ready() {
     let ready = client.get(format!("{base}/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), StatusCode::OK);
     server.stop().await.unwrap();
+}
+
+const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
+
+/// Every operation of the document: (method, path, operation).
+fn operations(doc: &Value) -> Vec<(&'static str, String, &Value)> {
+    let mut out = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in METHODS {
+            if let Some(operation) = item.get(method) {
+                out.push((method, path.clone(), operation));
+            }
+        }
+    }
+    out
+}
+
+/// A response object, following a `$ref` into `components/responses`.
+fn resolve<'a>(doc: &'a Value, response: &'a Value) -> &'a Value {
+    match response["$ref"].as_str() {
+        Some(reference) => {
+            let name = reference
+                .strip_prefix("#/components/responses/")
+                .unwrap_or_else(|| panic!("unexpected $ref {reference}"));
+            &doc["components"]["responses"][name]
+        }
+        None => response,
+    }
+}
+
+/// The description of the response `status` of an operation ("" when it has none).
+fn described<'a>(doc: &'a Value, operation: &'a Value, status: &str) -> Option<&'a str> {
+    operation["responses"]
+        .get(status)
+        .map(|r| resolve(doc, r)["description"].as_str().unwrap_or_default())
+}
+
+#[tokio::test]
+async fn the_openapi_document_follows_its_structural_rules() {
+    let server = TestServer::start().await;
+    let (status, doc) = server.get("/api-docs/openapi.json").await;
+    assert_eq!(status, StatusCode::OK);
+    let all = operations(&doc);
+    assert_eq!(all.len(), 40, "every route");
+
+    let mut problems = Vec::new();
+    for (method, path, operation) in &all {
+        let at = format!("{} {path}", method.to_uppercase());
+        let responses = operation["responses"].as_object().expect("responses");
+        // OpenAPI requires a description on every response object.
+        for (status, response) in responses {
+            let description = resolve(&doc, response)["description"].as_str();
+            if description.is_none_or(str::is_empty) {
+                problems.push(format!("{at} {status}: no description"));
+            }
+        }
+        // A path parameter the extractor cannot parse is a 400 `invalid_path`.
+        if path.contains('{')
+            && !described(&doc, operation, "400").is_some_and(|d| d.contains("`invalid_path`"))
+        {
+            problems.push(format!("{at}: no 400 naming `invalid_path`"));
+        }
+        // A JSON body that does not parse is a 400 `invalid_json` (`malformed_document` for a
+        // snapshot, whose parser gives the line and column); a required JSON body without
+        // Content-Type: application/json is a 415.
+        let body = &operation["requestBody"];
+        if body["content"].get("application/json").is_some() {
+            let names_it = |d: &str| {
+                d.contains("`invalid_json`")
+                    || (path.ends_with("/snapshot") && d.contains("`malformed_document`"))
+            };
+            if !described(&doc, operation, "400").is_some_and(names_it) {
+                problems.push(format!("{at}: no 400 naming `invalid_json`"));
+            }
+            if body["required"] == true && !responses.contains_key("415") {
+                problems.push(format!("{at}: a required JSON body but no 415"));
+            }
+            if !responses.contains_key("413") {
+                problems.push(format!("{at}: a body but no 413"));
+            }
+        }
+        // Every /api/v1 route: the token (401/403), start-up (503), a server failure (500).
+        if path.starts_with("/api/v1") {
+            for status in ["401", "403", "500", "503"] {
+                if !responses.contains_key(status) {
+                    problems.push(format!("{at}: no {status}"));
+                }
+            }
+        }
+        // Every error answer has the API's error shape.
+        for (status, response) in responses {
+            if status.starts_with(['4', '5']) {
+                let schema = &resolve(&doc, response)["content"]["application/json"]["schema"];
+                if schema["$ref"] != "#/components/schemas/ErrorBody" {
+                    problems.push(format!("{at} {status}: not an ErrorBody"));
+                }
+            }
+        }
+        // Pages: the range the server enforces, and the cursor's shape.
+        for parameter in operation["parameters"].as_array().into_iter().flatten() {
+            match parameter["name"].as_str() {
+                Some("limit") => {
+                    let schema = &parameter["schema"];
+                    if schema["minimum"] != 1
+                        || schema["maximum"] != rebalancer_server::http::page::MAX_PAGE
+                    {
+                        problems.push(format!("{at}: limit is not 1..=MAX_PAGE: {schema}"));
+                    }
+                }
+                Some("cursor") if parameter["schema"]["pattern"].as_str().is_none() => {
+                    problems.push(format!("{at}: cursor without a pattern"));
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+
+    // The id cursor pattern is the shape the server accepts.
+    let runs = &doc["paths"]["/api/v1/runs"]["get"]["parameters"];
+    let cursor = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "cursor")
+        .unwrap();
+    assert_eq!(
+        cursor["schema"]["pattern"],
+        rebalancer_server::http::page::ID_CURSOR_PATTERN
+    );
+}
+
+/// The patterns and ranges of the document say what the server's checks say.
+#[tokio::test]
+async fn the_documents_constraints_match_the_servers_checks() {
+    let doc = serde_json::to_value(rebalancer_server::http::openapi()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    let parameter = |path: &str, method: &str, name: &str| -> Value {
+        doc["paths"][path][method]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{method} {path}: no parameter {name}"))["schema"]
+            .clone()
+    };
+    let anchored = |schema: &Value| {
+        let pattern = schema["pattern"].as_str().expect("a pattern");
+        let regex = Regex::new(pattern).unwrap();
+        let max = schema["maxLength"].as_u64();
+        move |text: &str| {
+            regex.is_match(text) && max.is_none_or(|m| text.chars().count() as u64 <= m)
+        }
+    };
+
+    // Cluster and profile names.
+    let samples = [
+        "a", "demo", "prod-1", "a.b_c", "0", "A", "Demo", "-a", "a-", ".a", "a.", "a b", "", "é",
+        "a\n",
+    ];
+    let long = "a".repeat(63);
+    let too_long = "a".repeat(64);
+    for (path, method) in [
+        ("/api/v1/clusters/{name}/snapshot", "put"),
+        ("/api/v1/profiles/{name}", "put"),
+    ] {
+        let matches = anchored(&parameter(path, method, "name"));
+        for name in samples
+            .iter()
+            .copied()
+            .chain([long.as_str(), too_long.as_str()])
+        {
+            assert_eq!(
+                matches(name),
+                rebalancer_server::ingest::check_name(name).is_ok(),
+                "{method} {path}: {name:?}"
+            );
+        }
+    }
+
+    // Token names.
+    let matches = anchored(&schemas["CreateToken"]["properties"]["name"]);
+    assert_eq!(
+        schemas["CreateToken"]["properties"]["name"]["pattern"],
+        rebalancer_server::auth::TOKEN_NAME_PATTERN
+    );
+    let hundred = "x".repeat(100);
+    let over = "x".repeat(101);
+    for name in [
+        "ci",
+        "Portal bot",
+        "alice@example.com",
+        "team/sre-1",
+        " x",
+        "x ",
+        "",
+        " ",
+        "   ",
+        "env:x",
+        "a\nb",
+        "a\tb",
+        "Zoë",
+        "\u{a0}",
+        "a\n",
+        &hundred,
+        &over,
+    ] {
+        assert_eq!(
+            matches(name),
+            rebalancer_server::auth::check_token_name(name).is_ok(),
+            "{name:?}"
+        );
+    }
+
+    // Schedules: the range the server enforces.
+    let max = rebalancer_server::http::schedules::MAX_SECONDS;
+    let request = &schemas["ScheduleRequest"]["allOf"][0]["properties"];
+    assert_eq!(request["intervalSeconds"]["minimum"], 1);
+    assert_eq!(request["intervalSeconds"]["maximum"], max);
+    assert_eq!(request["debounceSeconds"]["minimum"], 0);
+    assert_eq!(request["debounceSeconds"]["maximum"], max);
+}
+
+/// What schemathesis found, as the server answers it now: each answer is the documented one.
+#[tokio::test]
+async fn answers_the_tools_found_undocumented_are_documented_or_fixed() {
+    let server = TestServer::start().await;
+    let (_, doc) = server.get("/api-docs/openapi.json").await;
+    let documented = |method: &str, path: &str, status: StatusCode| {
+        doc["paths"][path][method]["responses"]
+            .get(status.as_str())
+            .is_some()
+    };
+
+    // An id that is not an i64: 400 `invalid_path`, documented.
+    let (status, body) = server.get("/api/v1/runs/9223372036854775808").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_error(&body, "invalid_path");
+    assert!(documented("get", "/api/v1/runs/{id}", status));
+
+    // `limit` outside 1..=1000 is refused with the range, not clamped; `cursor` must be one
+    // the API hands out.
+    for limit in ["0", "1001", "2147483648"] {
+        let (status, body) = server.get(&format!("/api/v1/runs?limit={limit}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{limit}");
+        let message = assert_error(&body, "invalid_query");
+        assert!(message.contains("between 1 and 1000"), "{message}");
+    }
+    let (status, _) = server.get("/api/v1/runs?limit=1000").await;
+    assert_eq!(status, StatusCode::OK);
+    for cursor in ["", "-1", "%2B1", "1234567890123456789"] {
+        let (status, body) = server.get(&format!("/api/v1/audit?cursor={cursor}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{cursor:?}");
+        assert_error(&body, "invalid_cursor");
+    }
+    server.push("c", &small_cluster()).await;
+    for cursor in ["1.x", "1", "-1.0", "1.%2B0", ".1"] {
+        let (status, body) = server
+            .get(&format!("/api/v1/clusters/c/pods?cursor={cursor}"))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{cursor}: {body:#}");
+        assert_error(&body, "invalid_cursor");
+    }
+
+    // A JSON body without Content-Type: 415; not JSON: 400 `invalid_json`; both documented.
+    let (status, body) = server
+        .send(server.client.post(server.url("/api/v1/runs")).body("{}"))
+        .await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_error(&body, "unsupported_media_type");
+    assert!(documented("post", "/api/v1/runs", status));
+    let (status, body) = server
+        .send(
+            server
+                .client
+                .post(server.url("/api/v1/tokens"))
+                .header("content-type", "application/json")
+                .body("\0"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_error(&body, "invalid_json");
+    assert!(documented("post", "/api/v1/tokens", status));
+
+    // Where the document says object, an array is refused (serde alone takes one).
+    let (status, body) = server
+        .put_json(
+            "/api/v1/arbitration",
+            &json!({"objectLimiters": [null, null]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body:#}");
+    assert_error(&body, "invalid_request");
+    let (status, body) = server.put_json("/api/v1/arbitration", &json!([])).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body:#}");
+    let (status, body) = server
+        .put_json(
+            "/api/v1/profiles/default/auto-approve",
+            &json!({"rules": [{"name": "r", "podSelector": [null, null]}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body:#}");
+    let (status, body) = server
+        .put_json(
+            "/api/v1/profiles/default/auto-approve",
+            &json!({"rules": [["r"]]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body:#}");
+
+    // A percentage is digits and `%`, nothing else.
+    let (status, body) = server
+        .put_json(
+            "/api/v1/arbitration",
+            &json!({"maxMigratingPerWorkload": "+5%"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body:#}");
+
+    // `null` is a comment-less approval, as the document says (here: no such decision).
+    let (status, body) = server
+        .send(
+            server
+                .client
+                .post(server.url("/api/v1/decisions/1/approve"))
+                .header("content-type", "application/json")
+                .body("null"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body:#}");
+    assert_error(&body, "not_found");
+
+    // A bulk approval without a filter: the document's anyOf refuses `{}` too.
+    let (status, body) = server
+        .post_json("/api/v1/decisions/approve", &json!({"comment": "all"}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_error(&body, "invalid_request");
+    let rule = &doc["components"]["schemas"]["BulkApprove"]["allOf"][1]["anyOf"];
+    assert_eq!(rule.as_array().map(Vec::len), Some(7), "{rule:#}");
+
+    // The auto-approve answer is what its schema says, with nothing more.
+    let (status, body) = server.get("/api/v1/profiles/default/auto-approve").await;
+    assert_eq!(status, StatusCode::OK);
+    let mut keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["profile", "rules", "updatedAt"]);
+    let schema = &doc["components"]["schemas"]["AutoApproveView"];
+    let mut properties: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+    properties.sort();
+    assert_eq!(properties, keys);
+
+    // Token names are ASCII, as the pattern says in every regex dialect.
+    let (status, body) = server
+        .post_json("/api/v1/tokens", &json!({"name": "Zoë", "role": "viewer"}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_error(&body, "invalid_name");
+
+    // A YAML integer beyond 64 bits reads as it does in JSON (a float), not as a 400.
+    let (status, body) = server
+        .send(
+            server
+                .client
+                .put(server.url("/api/v1/profiles/big"))
+                .header("content-type", "application/yaml")
+                .body("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nmaxNoOfPodsToEvictPerNode: 1180591620717411303424\nprofiles: []\n"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body:#}");
+    assert_error(&body, "invalid_profile");
+
+    // The policy upload declares a body schemathesis can send (application/octet-stream).
+    let content = &doc["paths"]["/api/v1/policies"]["post"]["requestBody"]["content"];
+    assert_eq!(
+        content["application/octet-stream"]["schema"]["$ref"],
+        "#/components/schemas/WasmModule"
+    );
 }

@@ -299,3 +299,54 @@ async fn a_plugin_with_400000_arg_errors_gets_a_bounded_422() {
     let (status, _) = server.get("/api/v1/profiles/flood").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_body_with_problems_of_every_kind_gets_them_all_at_their_paths_in_the_body() {
+    let server = TestServer::start().await;
+    let mut document = json!({
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "profiles": [
+            {
+                "name": "first",
+                "pluginConfig": [
+                    // A type error deep inside a plugin's args.
+                    {"name": "LowNodeUtilization",
+                     "args": {"thresholds": {"cpu": "twenty"}, "targetThresholds": {"cpu": 50}}}
+                ],
+                "plugins": {"balance": {"enabled": ["LowNodeUtilization"]}}
+            },
+            {
+                "name": "second",
+                "pluginConfig": [{"name": "RemoveDuplicates"}],
+                // A plugin without a pluginConfig entry (and not registered either).
+                "plugins": {"balance": {"enabled": ["RemoveDuplicates", "NoSuchPlugin"]}}
+            }
+        ]
+    });
+    // A misplaced field, found while reading the document.
+    document["profiles"][1]["nodeSelector"] = json!("pool=a");
+    let (status, body) = server.put_json("/api/v1/profiles/mixed", &document).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body:#}");
+    let message = assert_error(&body, "invalid_profile");
+    assert!(message.contains("3 problems"), "{message}");
+    let found = errors(&body);
+    let fields: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "profiles[1].nodeSelector",
+            "profiles[1].plugins.balance.enabled[1]",
+            "profiles[0].pluginConfig[0].args.thresholds.cpu",
+        ],
+        "{found:#?}"
+    );
+    // The args error speaks of the value, not of a line and column in a fragment the client
+    // never sent.
+    let (_, args_message) = &found[2];
+    assert!(!args_message.contains("line"), "{args_message}");
+    assert!(
+        args_message.contains("twenty") || args_message.contains("string"),
+        "{args_message}"
+    );
+}

@@ -42,7 +42,25 @@ pub fn client_with_token(token: &str) -> reqwest::Client {
 fn test_settings(dir: &tempfile::TempDir) -> Settings {
     let mut settings = Settings::new("127.0.0.1:0".parse().unwrap(), database(dir));
     settings.admin_token = Some(Secret::new(ADMIN_TOKEN));
+    settings.compile = compile_settings(&shared_compile_cache());
     settings
+}
+
+/// Compiles as the server binary does them: in `rebalancer compile-module` child processes.
+pub fn compile_settings(cache_dir: &std::path::Path) -> rebalancer_engine::CompileSettings {
+    rebalancer_engine::CompileSettings {
+        isolation: rebalancer_engine::Isolation::Subprocess {
+            program: env!("CARGO_BIN_EXE_rebalancer").into(),
+        },
+        cache_dir: Some(cache_dir.to_path_buf()),
+        ..rebalancer_engine::CompileSettings::default()
+    }
+}
+
+/// One compiled-policy cache for every test server (and every test run): the built-ins are
+/// compiled once, not once per server. Tests that look at the cache itself use their own.
+pub fn shared_compile_cache() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("compiled-policies")
 }
 
 fn no_demo(settings: &mut Settings) {
@@ -439,6 +457,13 @@ pub fn small_cluster() -> Value {
             .build(),
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "uid": "uid-ns-shop"}}),
     ])
+}
+
+/// The value of the unlabelled series `name` (0 when absent).
+pub fn metric_value(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// Sum of every series of the Prometheus family `name` whose labels contain `filter`.

@@ -18,8 +18,10 @@ use rebalancer_policy_sdk::model::{
     WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 
+use super::document::shorten;
 use super::jsonpath::push_key;
 use super::objects::LAST_APPLIED;
+use super::validation;
 use super::wire::{self, QtyMap, Str, StrMap};
 
 /// A problem with one field of one object.
@@ -53,6 +55,9 @@ pub(crate) use rebalancer_policy_sdk::build::FxBuild;
 pub(crate) struct Ctx {
     pub builder: SnapshotBuilder,
     time_ms: i64,
+    /// Validate as Kubernetes would (objects of a pushed document): labels, annotations,
+    /// non-negative quantities, PDB budgets.
+    pub strict: bool,
     /// Pods without `metadata.creationTimestamp` (namespace/name).
     pub missing_creation: Vec<String>,
     /// PDBs without `status` (namespace/name).
@@ -68,6 +73,7 @@ impl Ctx {
         Ctx {
             builder,
             time_ms,
+            strict: false,
             missing_creation: Vec::new(),
             pdb_without_status: Vec::new(),
         }
@@ -77,6 +83,7 @@ impl Ctx {
         Ctx {
             builder: SnapshotBuilder::new(revision, time_ms),
             time_ms,
+            strict: false,
             missing_creation: Vec::new(),
             pdb_without_status: Vec::new(),
         }
@@ -203,10 +210,13 @@ fn time_field(s: &Option<Str<'_>>, field: impl FnOnce() -> String) -> Result<Opt
 }
 
 /// Parse a quantity map (validating that every milli-value fits in an `i64`, which is what
-/// the archive stores); `base` renders the map's path, only on error.
+/// the archive stores, and, when `nonnegative`, that none is below zero, as Kubernetes
+/// requires of requests, limits, overhead, capacity and allocatable); `base` renders the
+/// map's path, only on error.
 fn quantity_list<'m, 's>(
     map: &'m Option<QtyMap<'s>>,
     base: &dyn Fn() -> String,
+    nonnegative: bool,
 ) -> Result<ResourceList<&'m Str<'s>>> {
     let Some(map) = map else {
         return Ok(Vec::new());
@@ -214,6 +224,15 @@ fn quantity_list<'m, 's>(
     let mut out = Vec::with_capacity(map.0.len());
     for (name, value) in &map.0 {
         match quantity::parse_nano(&value.0) {
+            Ok(nano) if nonnegative && nano < 0 => {
+                return Err(FieldError::new(
+                    at(&base(), &shorten(name)),
+                    format!(
+                        "invalid quantity {:?}: must be greater than or equal to 0",
+                        shorten(&value.0)
+                    ),
+                ));
+            }
             Ok(nano) if quantity::nano_to_milli(nano).is_some() => out.push((name, nano)),
             Ok(_) => {
                 return Err(FieldError::new(
@@ -230,13 +249,14 @@ fn quantity_list<'m, 's>(
     Ok(out)
 }
 
-/// Allocatable-style lists straight to milli-units.
+/// Allocatable-style lists straight to milli-units (`nonnegative`: see [`quantity_list`]).
 pub(crate) fn milli_list<'s>(
     ctx: &mut Ctx,
     map: &Option<QtyMap<'s>>,
     base: &str,
+    nonnegative: bool,
 ) -> Result<Vec<Quantity>> {
-    let list = quantity_list(map, &|| base.to_owned())?;
+    let list = quantity_list(map, &|| base.to_owned(), nonnegative)?;
     Ok(list
         .into_iter()
         .map(|(name, nano)| Quantity {
@@ -244,6 +264,48 @@ pub(crate) fn milli_list<'s>(
             milli: quantity::nano_to_milli_saturating(nano),
         })
         .collect())
+}
+
+// ------------------------------------------------------------------- Kubernetes validation
+
+/// Labels (or a label-shaped map: `nodeSelector`, `matchLabels`): every key a qualified name,
+/// every value a label value.
+fn check_labels(map: &Option<StrMap<'_>>, base: &dyn Fn() -> String) -> Result<()> {
+    for (key, value) in map.iter().flat_map(|m| &m.0) {
+        validation::qualified_name(key).map_err(|m| {
+            FieldError::new(
+                at(&base(), &shorten(key)),
+                format!("invalid label key: {m}"),
+            )
+        })?;
+        validation::label_value(value).map_err(|m| {
+            FieldError::new(
+                at(&base(), &shorten(key)),
+                format!("invalid label value {:?}: {m}", shorten(value)),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// An object's labels and annotations, as Kubernetes' `ValidateObjectMeta` checks them
+/// (pushed documents only).
+fn check_meta(ctx: &Ctx, meta: &wire::ObjectMeta<'_>) -> Result<()> {
+    if !ctx.strict {
+        return Ok(());
+    }
+    check_labels(&meta.labels, &|| "metadata.labels".to_owned())?;
+    let mut total = 0;
+    for (key, value) in meta.annotations.iter().flat_map(|m| &m.0) {
+        validation::annotation_key(key).map_err(|m| {
+            FieldError::new(
+                at("metadata.annotations", &shorten(key)),
+                format!("invalid annotation key: {m}"),
+            )
+        })?;
+        total += key.len() + value.len();
+    }
+    validation::annotations_size(total).map_err(|m| FieldError::new("metadata.annotations", m))
 }
 
 // ---------------------------------------------------------------------------------- selectors
@@ -300,6 +362,9 @@ fn label_selector<'s>(
     sel: &wire::LabelSelector<'s>,
     base: &str,
 ) -> Result<LabelSelector> {
+    if ctx.strict {
+        check_labels(&sel.match_labels, &|| format!("{base}.matchLabels"))?;
+    }
     Ok(LabelSelector {
         match_labels: ctx.pairs(&sel.match_labels),
         match_expressions: requirements(
@@ -570,14 +635,21 @@ fn container_resources<'m, 's>(
     c: &'m wire::Container<'s>,
     list: &str,
     i: usize,
+    strict: bool,
 ) -> Result<ContainerResources<&'m Str<'s>>> {
     let (requests, limits) = match &c.resources {
         None => (Vec::new(), Vec::new()),
         Some(r) => (
-            quantity_list(&r.requests, &|| {
-                format!("spec.{list}[{i}].resources.requests")
-            })?,
-            quantity_list(&r.limits, &|| format!("spec.{list}[{i}].resources.limits"))?,
+            quantity_list(
+                &r.requests,
+                &|| format!("spec.{list}[{i}].resources.requests"),
+                strict,
+            )?,
+            quantity_list(
+                &r.limits,
+                &|| format!("spec.{list}[{i}].resources.limits"),
+                strict,
+            )?,
         ),
     };
     Ok(ContainerResources {
@@ -647,6 +719,10 @@ pub(crate) fn pod<'s>(ctx: &mut Ctx, w: &wire::Pod<'s>, namespace: &str) -> Resu
     let empty_status = wire::PodStatus::default();
     let status = w.status.as_ref().unwrap_or(&empty_status);
     let name = owned(&meta.name);
+    check_meta(ctx, meta)?;
+    if ctx.strict {
+        check_labels(&spec.node_selector, &|| "spec.nodeSelector".to_owned())?;
+    }
 
     let creation_ms = match time_field(&meta.creation_timestamp, || {
         "metadata.creationTimestamp".into()
@@ -676,20 +752,25 @@ pub(crate) fn pod<'s>(ctx: &mut Ctx, w: &wire::Pod<'s>, namespace: &str) -> Resu
     };
 
     // Resources: effective requests and QoS, as Kubernetes computes them.
+    let strict = ctx.strict;
     let mut res: PodResources<&Str<'s>> = PodResources::default();
     for (i, c) in spec.containers.iter().flatten().enumerate() {
         res.containers
-            .push(container_resources(c, "containers", i)?);
+            .push(container_resources(c, "containers", i, strict)?);
     }
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
         res.init_containers
-            .push(container_resources(c, "initContainers", i)?);
+            .push(container_resources(c, "initContainers", i, strict)?);
     }
-    res.overhead = quantity_list(&spec.overhead, &|| "spec.overhead".to_owned())?;
+    res.overhead = quantity_list(&spec.overhead, &|| "spec.overhead".to_owned(), strict)?;
     if let Some(r) = &spec.resources {
         res.pod_level = Some(ResourceRequirements {
-            requests: quantity_list(&r.requests, &|| "spec.resources.requests".to_owned())?,
-            limits: quantity_list(&r.limits, &|| "spec.resources.limits".to_owned())?,
+            requests: quantity_list(
+                &r.requests,
+                &|| "spec.resources.requests".to_owned(),
+                strict,
+            )?,
+            limits: quantity_list(&r.limits, &|| "spec.resources.limits".to_owned(), strict)?,
         });
     }
     let status_qos = match status.qos_class.as_deref() {
@@ -810,11 +891,17 @@ pub(crate) fn node<'s>(ctx: &mut Ctx, w: &wire::Node<'s>) -> Result<(model::Node
     let spec = w.spec.as_ref().unwrap_or(&empty_spec);
     let empty_status = wire::NodeStatus::default();
     let status = w.status.as_ref().unwrap_or(&empty_status);
+    check_meta(ctx, meta)?;
+    let strict = ctx.strict;
     let allocatable_set = status.allocatable.as_ref().is_some_and(|a| !a.0.is_empty());
     let allocatable = if allocatable_set {
-        milli_list(ctx, &status.allocatable, "status.allocatable")?
+        if strict {
+            // Not used when allocatable is set, but Kubernetes validates it all the same.
+            quantity_list(&status.capacity, &|| "status.capacity".to_owned(), true)?;
+        }
+        milli_list(ctx, &status.allocatable, "status.allocatable", strict)?
     } else {
-        milli_list(ctx, &status.capacity, "status.capacity")?
+        milli_list(ctx, &status.capacity, "status.capacity", strict)?
     };
     let ready = status
         .conditions
@@ -838,13 +925,14 @@ pub(crate) fn node<'s>(ctx: &mut Ctx, w: &wire::Node<'s>) -> Result<(model::Node
     Ok((node, ctx.annotations(&meta.annotations)))
 }
 
-pub(crate) fn namespace<'s>(ctx: &mut Ctx, w: &wire::MetaOnly<'s>) -> model::Namespace {
+pub(crate) fn namespace<'s>(ctx: &mut Ctx, w: &wire::MetaOnly<'s>) -> Result<model::Namespace> {
     let empty_meta = wire::ObjectMeta::default();
     let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
-    model::Namespace {
+    check_meta(ctx, meta)?;
+    Ok(model::Namespace {
         name: ctx.intern_opt(&meta.name),
         labels: ctx.pairs(&meta.labels),
-    }
+    })
 }
 
 pub(crate) fn pdb<'s>(ctx: &mut Ctx, w: &wire::Pdb<'s>, namespace: &str) -> Result<model::Pdb> {
@@ -852,6 +940,10 @@ pub(crate) fn pdb<'s>(ctx: &mut Ctx, w: &wire::Pdb<'s>, namespace: &str) -> Resu
     let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
     let empty_spec = wire::PdbSpec::default();
     let spec = w.spec.as_ref().unwrap_or(&empty_spec);
+    check_meta(ctx, meta)?;
+    if ctx.strict {
+        check_budget(spec)?;
+    }
     let unhealthy_pod_eviction_policy = match spec.unhealthy_pod_eviction_policy.as_deref() {
         None | Some("") | Some("IfHealthyBudget") => UnhealthyPodEvictionPolicy::IfHealthyBudget,
         Some("AlwaysAllow") => UnhealthyPodEvictionPolicy::AlwaysAllow,
@@ -884,12 +976,37 @@ pub(crate) fn pdb<'s>(ctx: &mut Ctx, w: &wire::Pdb<'s>, namespace: &str) -> Resu
     })
 }
 
+/// `minAvailable` and `maxUnavailable`: at most one, each a non-negative integer or a
+/// percentage (`ValidatePodDisruptionBudgetSpec`).
+fn check_budget(spec: &wire::PdbSpec<'_>) -> Result<()> {
+    if spec.min_available.is_some() && spec.max_unavailable.is_some() {
+        return Err(FieldError::new(
+            "spec",
+            "minAvailable and maxUnavailable cannot be both set",
+        ));
+    }
+    for (field, value) in [
+        ("spec.minAvailable", &spec.min_available),
+        ("spec.maxUnavailable", &spec.max_unavailable),
+    ] {
+        let value = match value {
+            None => continue,
+            Some(wire::IntOrStr::Int(n)) => validation::IntOrPercent::Int(*n),
+            Some(wire::IntOrStr::Str(s)) => validation::IntOrPercent::Str(s),
+            Some(wire::IntOrStr::Other) => validation::IntOrPercent::Other,
+        };
+        validation::non_negative_int_or_percent(value).map_err(|m| FieldError::new(field, m))?;
+    }
+    Ok(())
+}
+
 pub(crate) fn priority_class<'s>(
     ctx: &mut Ctx,
     w: &wire::PriorityClass<'s>,
 ) -> Result<model::PriorityClass> {
     let empty_meta = wire::ObjectMeta::default();
     let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
+    check_meta(ctx, meta)?;
     Ok(model::PriorityClass {
         name: ctx.intern_opt(&meta.name),
         value: w
@@ -898,10 +1015,11 @@ pub(crate) fn priority_class<'s>(
     })
 }
 
-pub(crate) fn pvc<'s>(ctx: &mut Ctx, w: &wire::Pvc<'s>, namespace: &str) -> model::Pvc {
+pub(crate) fn pvc<'s>(ctx: &mut Ctx, w: &wire::Pvc<'s>, namespace: &str) -> Result<model::Pvc> {
     let empty_meta = wire::ObjectMeta::default();
     let meta = w.metadata.as_ref().unwrap_or(&empty_meta);
-    model::Pvc {
+    check_meta(ctx, meta)?;
+    Ok(model::Pvc {
         namespace: ctx.builder.intern(namespace),
         name: ctx.intern_opt(&meta.name),
         storage_class: w
@@ -909,7 +1027,7 @@ pub(crate) fn pvc<'s>(ctx: &mut Ctx, w: &wire::Pvc<'s>, namespace: &str) -> mode
             .as_ref()
             .and_then(|s| s.storage_class_name.as_ref())
             .map(|s| ctx.intern(s)),
-    }
+    })
 }
 
 #[cfg(test)]

@@ -4,26 +4,9 @@
 //! column, not with the field. Rather than slowing every decode down with path tracking, the
 //! (rare) failing object is scanned once more here to find which value sits at the error
 //! position: `metadata.labels.tier`, `spec.containers[0].resources`. Only called on the error
-//! path; the input is known to be well-formed JSON.
-
-/// One step of a path.
-enum Seg {
-    Key(String),
-    Index(usize),
-}
-
-/// Render a path the way Kubernetes field errors read: `spec.containers[0].name`,
-/// `metadata.labels["app.kubernetes.io/name"]`.
-fn render(path: &[Seg]) -> String {
-    let mut out = String::new();
-    for seg in path {
-        match seg {
-            Seg::Key(k) => push_key(&mut out, k),
-            Seg::Index(i) => out.push_str(&format!("[{i}]")),
-        }
-    }
-    out
-}
+//! path; the input is known to be well-formed JSON. The scan keeps its own stack rather than
+//! recursing: it once recursed per nesting level, and a value nested 10,000 deep where a
+//! string was expected overflowed the stack of the thread decoding it.
 
 /// Append one key to a rendered path: `.key` for plain identifiers, `["a.b/c"]` otherwise.
 pub fn push_key(out: &mut String, key: &str) {
@@ -41,129 +24,123 @@ pub fn push_key(out: &mut String, key: &str) {
     }
 }
 
-struct Scanner<'a> {
-    b: &'a [u8],
-    pos: usize,
-    target: usize,
-    path: Vec<Seg>,
-    found: Option<String>,
+/// An open container while scanning: its current key (objects) or element index (arrays).
+struct Open {
+    object: bool,
+    index: usize,
+    key: Option<String>,
+    /// Objects: the next string is a key.
+    expect_key: bool,
 }
 
-impl Scanner<'_> {
-    fn ws(&mut self) {
-        while self.pos < self.b.len() && self.b[self.pos].is_ascii_whitespace() {
-            self.pos += 1;
+/// The path of the value the open containers are at (`frames`' current keys and indices).
+fn path_of(frames: &[Open]) -> String {
+    let mut out = String::new();
+    for f in frames {
+        if f.object {
+            if let Some(k) = &f.key {
+                push_key(&mut out, k);
+            }
+        } else {
+            out.push_str(&format!("[{}]", f.index));
         }
     }
-
-    /// Skip a string starting at `self.pos` (on the opening quote); returns its text range.
-    fn string(&mut self) -> (usize, usize) {
-        let start = self.pos;
-        self.pos += 1;
-        while self.pos < self.b.len() {
-            match self.b[self.pos] {
-                b'\\' => self.pos += 2,
-                b'"' => {
-                    self.pos += 1;
-                    return (start, self.pos);
-                }
-                _ => self.pos += 1,
-            }
-        }
-        (start, self.pos)
-    }
-
-    fn value(&mut self) {
-        self.ws();
-        let start = self.pos;
-        if start >= self.b.len() || self.found.is_some() {
-            return;
-        }
-        match self.b[start] {
-            b'{' => {
-                self.pos += 1;
-                loop {
-                    self.ws();
-                    if self.pos >= self.b.len() || self.found.is_some() {
-                        break;
-                    }
-                    match self.b[self.pos] {
-                        b'}' => {
-                            self.pos += 1;
-                            break;
-                        }
-                        b',' => self.pos += 1,
-                        b'"' => {
-                            let (ks, ke) = self.string();
-                            let key: String = serde_json::from_slice(&self.b[ks..ke])
-                                .unwrap_or_else(|_| {
-                                    String::from_utf8_lossy(&self.b[ks + 1..ke - 1]).into_owned()
-                                });
-                            self.ws();
-                            if self.pos < self.b.len() && self.b[self.pos] == b':' {
-                                self.pos += 1;
-                            }
-                            self.path.push(Seg::Key(key));
-                            self.value();
-                            self.path.pop();
-                        }
-                        _ => break,
-                    }
-                }
-            }
-            b'[' => {
-                self.pos += 1;
-                let mut i = 0;
-                loop {
-                    self.ws();
-                    if self.pos >= self.b.len() || self.found.is_some() {
-                        break;
-                    }
-                    match self.b[self.pos] {
-                        b']' => {
-                            self.pos += 1;
-                            break;
-                        }
-                        b',' => self.pos += 1,
-                        _ => {
-                            self.path.push(Seg::Index(i));
-                            self.value();
-                            self.path.pop();
-                            i += 1;
-                        }
-                    }
-                }
-            }
-            b'"' => {
-                self.string();
-            }
-            _ => {
-                while self.pos < self.b.len()
-                    && !matches!(self.b[self.pos], b',' | b'}' | b']')
-                    && !self.b[self.pos].is_ascii_whitespace()
-                {
-                    self.pos += 1;
-                }
-            }
-        }
-        // Children finish first, so the first value containing the target is the deepest.
-        if self.found.is_none() && start <= self.target && self.target < self.pos.max(start + 1) {
-            self.found = Some(render(&self.path));
-        }
-    }
+    out
 }
 
 /// The path of the deepest value of `json` that contains byte `offset`.
+///
+/// One forward pass with an explicit stack (no recursion: the object may nest as deep as
+/// serde_json let it, and this runs on a worker's stack), stopping at the first token that
+/// contains or follows `offset`.
 pub fn path_at(json: &str, offset: usize) -> String {
-    let mut s = Scanner {
-        b: json.as_bytes(),
-        pos: 0,
-        target: offset,
-        path: Vec::new(),
-        found: None,
-    };
-    s.value();
-    s.found.unwrap_or_default()
+    let b = json.as_bytes();
+    let mut frames: Vec<Open> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() || c == b':' {
+            i += 1;
+            continue;
+        }
+        if c == b',' {
+            if let Some(f) = frames.last_mut() {
+                if f.object {
+                    f.expect_key = true;
+                } else {
+                    f.index += 1;
+                }
+            }
+            i += 1;
+            continue;
+        }
+        let at_target = i >= offset;
+        match c {
+            b'{' | b'[' => {
+                if at_target {
+                    return path_of(&frames);
+                }
+                frames.push(Open {
+                    object: c == b'{',
+                    index: 0,
+                    key: None,
+                    expect_key: c == b'{',
+                });
+                i += 1;
+            }
+            b'}' | b']' => {
+                if at_target {
+                    // The closing container itself.
+                    let n = frames.len().saturating_sub(1);
+                    return path_of(&frames[..n]);
+                }
+                frames.pop();
+                i += 1;
+            }
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < b.len() {
+                    match b[i] {
+                        b'\\' => i += 2,
+                        b'"' => {
+                            i += 1;
+                            break;
+                        }
+                        _ => i += 1,
+                    }
+                }
+                let end = i.min(b.len());
+                if let Some(f) = frames.last_mut()
+                    && f.object
+                    && f.expect_key
+                {
+                    f.expect_key = false;
+                    f.key = Some(serde_json::from_slice(&b[start..end]).unwrap_or_else(|_| {
+                        let inner = &b[start + 1..end.max(start + 1)];
+                        String::from_utf8_lossy(inner.strip_suffix(b"\"").unwrap_or(inner))
+                            .into_owned()
+                    }));
+                }
+                if at_target || offset < end {
+                    return path_of(&frames);
+                }
+                i = end;
+            }
+            _ => {
+                while i < b.len()
+                    && !matches!(b[i], b',' | b'}' | b']')
+                    && !b[i].is_ascii_whitespace()
+                {
+                    i += 1;
+                }
+                if at_target || offset < i {
+                    return path_of(&frames);
+                }
+            }
+        }
+    }
+    String::new()
 }
 
 /// Byte offset of a 1-based (line, column) position; serde_json's column counts bytes and
@@ -272,6 +249,30 @@ mod tests {
         let (path, msg) = path_of_error(json);
         assert_eq!(path, "spec.containers[0].restartCount");
         assert!(msg.contains("5000000000"), "{msg}");
+    }
+
+    #[test]
+    fn deep_values_are_located_without_recursion() {
+        // Deeper than any stack would take one frame per level; serde_json itself gives up
+        // at 128, so the error is reported where the nesting passes its limit.
+        for n in [10_000, 100_000] {
+            let json = format!(
+                r#"{{"metadata":{{"labels":{{}}}},"spec":{{"containers":[{{"name":{}{}}}]}}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            );
+            let (path, _) = path_of_error(&json);
+            assert!(path.starts_with("spec.containers[0].name"), "{path}");
+        }
+    }
+
+    #[test]
+    fn closing_brackets_locate_their_container() {
+        let json = r#"{"a":{"b":1,"c":[1,2]}}"#;
+        assert_eq!(path_at(json, json.find(']').unwrap()), "a.c");
+        assert_eq!(path_at(json, json.rfind('}').unwrap() - 1), "a");
+        assert_eq!(path_at(json, json.find('2').unwrap()), "a.c[1]");
+        assert_eq!(path_at(json, 0), "");
     }
 
     #[test]

@@ -5,8 +5,12 @@
 //!
 //! # Layout
 //! In pipeline order:
+//! - [`document`]: structural checks of a request body before anything decodes it (nesting
+//!   depth, repeated keys, YAML documents); used for every JSON and YAML body the server reads.
 //! - `objects`, `wire`, `jsonpath`: a Kubernetes document split into objects and decoded into
 //!   lean wire types, with located errors.
+//! - [`validation`]: Kubernetes' rules for names, labels, annotations and int-or-percent
+//!   values, applied to pushed documents.
 //! - `convert`, `snapshot`: objects → `rebalancer_policy_sdk::model` rows → a [`ClusterSnapshot`].
 //! - [`archive`]: the snapshot's archive, sealed in a memory file policies map read-only.
 //! - [`live`]: [`Clusters`], the current snapshot of every loaded cluster, and revisions.
@@ -16,13 +20,16 @@
 //! - `fixtures` (tests, or the `fixtures` feature): builders of small objects and snapshots.
 //!
 //! Owns the path from a Kubernetes document to the archive policies read:
-//! 1. [`parse_list`] splits a kubectl `List` (JSON or YAML, or a single object, or an `XList`)
-//!    into an [`ObjectSet`]: every object with its kind, name and trimmed JSON (no
-//!    `metadata.managedFields`, no kubectl last-applied annotation), duplicates resolved, unknown
-//!    kinds kept raw. The JSON is stored once: objects point into the input buffer.
+//! 1. [`parse_list`] splits a kubectl `List` (one JSON or YAML document: `kind: List` or any
+//!    `XList`, with an `items` array) into an [`ObjectSet`]: every object with its kind, name
+//!    and trimmed JSON (no `metadata.managedFields`, no kubectl last-applied annotation),
+//!    duplicates resolved, unknown kinds kept raw, names, namespaces and uids validated as
+//!    Kubernetes does. The JSON is stored once: objects point into the input buffer.
 //! 2. [`build_snapshot`] parses the modelled kinds (Node, Pod, PodDisruptionBudget, Namespace,
 //!    PriorityClass, PersistentVolumeClaim) into `rebalancer_policy_sdk::model` rows, interning
-//!    strings as it goes, and archives them: a [`ClusterSnapshot`].
+//!    strings as it goes, and archives them: a [`ClusterSnapshot`]. Objects of a pushed
+//!    document are validated too (labels, annotations, non-negative quantities, PDB budgets);
+//!    stored and live objects are not validated again.
 //! 3. [`node_utilization`] summarises a snapshot per node for the REST API.
 //!
 //! Kubernetes semantics (quantities, pod requests, QoS) come from `rebalancer_policy_sdk::k8s`, so
@@ -35,6 +42,7 @@
 
 pub mod archive;
 mod convert;
+pub mod document;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 mod jsonpath;
@@ -46,8 +54,12 @@ mod snapshot;
 mod topology;
 mod usage;
 mod utilization;
+pub mod validation;
 mod wire;
+mod yaml;
 
+#[cfg(test)]
+mod push_tests;
 #[cfg(test)]
 mod tests;
 
@@ -67,6 +79,7 @@ pub use utilization::{
     NodeUsageSummary, NodeUtilization, ResourceAmounts, ResourcePercentages, UsageSourceName,
     node_utilization,
 };
+pub use yaml::json_value as yaml_json_value;
 
 /// The document format of an ingested snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -171,10 +184,22 @@ impl fmt::Display for ObjectKind {
 /// Why a document could not be ingested.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IngestError {
-    /// Not well-formed JSON/YAML, or not a Kubernetes object or list (HTTP 400). `line` and
+    /// Not well-formed JSON/YAML, or more than one YAML document (HTTP 400). `line` and
     /// `column` are 1-based positions in the document.
     #[error("malformed document at line {line}, column {column}: {message}")]
     Malformed {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// Values nested deeper than [`document::MAX_DEPTH`], or an object that repeats a key
+    /// (HTTP 400).
+    #[error("{0}")]
+    Structure(document::StructureError),
+    /// Well-formed, but not a List of objects: empty, `null`, a single object, a List without
+    /// `items` or with `items: null` (HTTP 400). An empty cluster is a List with `items: []`.
+    #[error("not a List at line {line}, column {column}: {message}")]
+    NotAList {
         line: usize,
         column: usize,
         message: String,
@@ -202,6 +227,8 @@ impl IngestError {
     pub fn code(&self) -> &'static str {
         match self {
             IngestError::Malformed { .. } => "malformed_document",
+            IngestError::Structure(e) => e.code(),
+            IngestError::NotAList { .. } => "not_a_list",
             IngestError::InvalidObject { .. } => "invalid_object",
             IngestError::Archive(_) => "internal",
         }

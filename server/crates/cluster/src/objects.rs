@@ -20,8 +20,11 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::convert::FxBuild;
+use super::document::{self, line_col, shorten};
 use super::wire::{Present, Str};
-use super::{Format, IngestError, IngestWarning, ObjectKind, WarningCode, jsonpath, sample_list};
+use super::{
+    Format, IngestError, IngestWarning, ObjectKind, WarningCode, jsonpath, sample_list, validation,
+};
 
 /// The annotation `kubectl apply` writes; dropped from stored objects and from the snapshot.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -245,6 +248,10 @@ pub struct ObjectSet {
     pub(crate) store: Arc<JsonStore>,
     pub(crate) entries: Vec<Entry>,
     warnings: Vec<IngestWarning>,
+    /// The objects of a pushed document ([`parse_list`]): [`super::build_snapshot`] validates
+    /// what it decodes as Kubernetes would. Stored objects were validated when they were
+    /// pushed, and a live cluster's by its API server.
+    pub(crate) pushed: bool,
 }
 
 /// One object in the form the store persists (borrowed from the set).
@@ -393,6 +400,14 @@ impl ObjectSet {
         &self.warnings
     }
 
+    /// Objects of one modelled kind (after duplicates were resolved).
+    pub fn count_of(&self, kind: ObjectKind) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| e.kind == Kind::Known(kind))
+            .count()
+    }
+
     /// Objects per kind (every kind, modelled or not).
     pub fn counts(&self) -> BTreeMap<String, u64> {
         let mut counts = BTreeMap::new();
@@ -472,9 +487,13 @@ impl ObjectSet {
     }
 }
 
-/// Split a Kubernetes document into objects: a kubectl `List` (`kind: List` or any `XList`
-/// with `items`), or a single object. YAML may hold several documents (`---`), each a list or
-/// an object. Blocking and CPU-bound.
+/// Split a pushed Kubernetes document into objects. The document is exactly one List: an
+/// object whose `kind` is `List` or any `XList` (or that has no `kind`), holding its objects
+/// in an `items` array (`[]` for none). Anything else is [`IngestError::NotAList`]: an empty
+/// body, `null`, a single object, a List without `items` or with `items: null`, a second YAML
+/// document. Values nested deeper than [`super::document::MAX_DEPTH`] and repeated keys are
+/// [`IngestError::Structure`]; names, namespaces and uids are validated as Kubernetes does
+/// ([`IngestError::InvalidObject`]). Blocking and CPU-bound.
 pub fn parse_list(input: impl Into<Input>, format: Format) -> Result<ObjectSet, IngestError> {
     let Input(bytes) = input.into();
     match format {
@@ -493,34 +512,115 @@ fn parse_json(bytes: Vec<u8>) -> Result<ObjectSet, IngestError> {
             message: "invalid UTF-8 (JSON must be UTF-8 encoded)".into(),
         }
     })?;
-    let mut b = SetBuilder::default();
+    let mut b = SetBuilder::pushed();
     {
         // A UTF-8 byte-order mark (Windows editors write one) is not JSON: skip it.
         let doc = text.strip_prefix('\u{feff}').unwrap_or(&text);
-        let top: Top<'_> = serde_json::from_str(doc).map_err(|e| malformed_json(&e))?;
-        let list_kind = top.is_list_kind();
-        match top.items {
-            // A List, or kind-less `{"items": [...]}`.
-            Some(items) if list_kind || !top.has_kind => add_items(&mut b, &text, &items)?,
-            None if list_kind && !top.has_items => {}
-            None if list_kind => {
-                return Err(IngestError::Malformed {
-                    line: 1,
-                    column: 1,
-                    message: format!(
-                        "a {} must hold its objects in an \"items\" array",
-                        top.kind.as_deref().unwrap_or("List")
-                    ),
-                });
+        match doc.bytes().position(|b| !b.is_ascii_whitespace()) {
+            None => return Err(not_a_list(1, 1, EMPTY_BODY.into())),
+            Some(at) if doc.as_bytes()[at] != b'{' => {
+                document::check_json(doc.as_bytes()).map_err(IngestError::Structure)?;
+                // Syntax errors first; then say what was sent instead of a List.
+                let value: serde_json::Value =
+                    serde_json::from_str(doc).map_err(|e| malformed_json(&e))?;
+                let (line, column) = line_col(doc.as_bytes(), at);
+                return Err(not_a_list(
+                    line,
+                    column,
+                    format!("expected a List object, found {}", json_type(&value)),
+                ));
             }
-            _ => {
-                let json = doc.trim();
-                let start = json.as_ptr() as usize - text.as_ptr() as usize;
-                b.add_json(0, json, Some(Span::Input(start, start + json.len())))?;
-            }
+            Some(_) => {}
         }
+        let top = split_top(doc)?;
+        let kind = top.kind.as_deref().map(str::to_owned);
+        let items = list_items(top.has_kind, kind.as_deref(), top.items)?;
+        add_items(&mut b, &text, &items)?;
     }
     Ok(b.finish(text))
+}
+
+/// Above this size the structural check runs beside the top-level split.
+const PARALLEL_CHECK_MIN_BYTES: usize = 1 << 20;
+
+/// The top level of a JSON document, its items left raw, once [`document::check_json`] has
+/// passed: nothing after this meets a value nested deeper than the limit or a repeated key.
+/// The split only skips over values (serde_json does that without recursion), so on large
+/// documents it runs on this thread while the check runs on another: the check then costs
+/// no wall time on a machine with a core to spare (it reads ~1 GB/s).
+fn split_top(doc: &str) -> Result<Top<'_>, IngestError> {
+    let (checked, top) = if doc.len() < PARALLEL_CHECK_MIN_BYTES {
+        let checked = document::check_json(doc.as_bytes());
+        (checked, serde_json::from_str::<Top<'_>>(doc))
+    } else {
+        std::thread::scope(|scope| {
+            let check = scope.spawn(|| document::check_json(doc.as_bytes()));
+            let top = serde_json::from_str::<Top<'_>>(doc);
+            let checked = check
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (checked, top)
+        })
+    };
+    checked.map_err(IngestError::Structure)?;
+    top.map_err(|e| malformed_json(&e))
+}
+
+const EMPTY_BODY: &str = "the body is empty; push one List of the cluster's objects (what \
+                          `kubectl get nodes,pods,... -A -o json` prints)";
+
+fn not_a_list(line: usize, column: usize, message: String) -> IngestError {
+    IngestError::NotAList {
+        line,
+        column,
+        message,
+    }
+}
+
+/// The items of the top-level object, or why it is not a List. `kind` is the top level's
+/// `kind` when it is a string; `has_kind` whether it has one at all.
+fn list_items<T>(
+    has_kind: bool,
+    kind: Option<&str>,
+    items: ItemsField<T>,
+) -> Result<Vec<T>, IngestError> {
+    let list_kind = kind.filter(|k| k.ends_with("List"));
+    if has_kind && list_kind.is_none() {
+        let what = match kind {
+            Some(k) => format!("a single {} object", shorten(k)),
+            None => "an object whose kind is not a string".to_owned(),
+        };
+        return Err(not_a_list(
+            1,
+            1,
+            format!(
+                "the document is {what}, not a List: push every object of the cluster in one \
+                 List (`kind: List`, the objects in `items`)"
+            ),
+        ));
+    }
+    let list = list_kind.unwrap_or("List");
+    let problem = match items {
+        ItemsField::Array(items) => return Ok(items),
+        ItemsField::Missing if !has_kind => {
+            "the document has neither `kind` nor `items`: expected a List (`kind: List`, the \
+             objects in `items`)"
+                .to_owned()
+        }
+        ItemsField::Missing => format!(
+            "the {list} has no `items`; a List holds the cluster's objects in an `items` array \
+             (a cluster without objects is `items: []`)"
+        ),
+        ItemsField::Null => format!(
+            "the {list}'s `items` is null; a List holds the cluster's objects in an `items` \
+             array (a cluster without objects is `items: []`)"
+        ),
+        ItemsField::Other(found) => format!(
+            "the {list}'s `items` is {found}; a List holds the cluster's objects in an `items` \
+             array"
+        ),
+    };
+    Err(not_a_list(1, 1, problem))
 }
 
 /// Below this many items, heads are read on the calling thread only.
@@ -572,59 +672,69 @@ fn add_items(b: &mut SetBuilder, text: &str, items: &[&RawValue]) -> Result<(), 
 }
 
 fn parse_yaml(bytes: &[u8]) -> Result<ObjectSet, IngestError> {
-    let mut b = SetBuilder::default();
-    let mut index = 0;
-    for doc in serde_yaml::Deserializer::from_slice(bytes) {
-        let value = serde_json::Value::deserialize(doc).map_err(|e| malformed_yaml(&e))?;
-        let items = match value {
-            serde_json::Value::Null => continue,
-            serde_json::Value::Object(mut map) => {
-                let list_kind = match map.get("kind") {
-                    Some(serde_json::Value::String(k)) if k.ends_with("List") => Some(k.clone()),
-                    _ => None,
-                };
-                let has_kind = map.contains_key("kind");
-                match (map.get_mut("items"), list_kind) {
-                    // A List, or kind-less `items: [...]`.
-                    (Some(serde_json::Value::Array(items)), Some(_)) => std::mem::take(items),
-                    (Some(serde_json::Value::Array(items)), None) if !has_kind => {
-                        std::mem::take(items)
-                    }
-                    (None | Some(serde_json::Value::Null), Some(_)) => Vec::new(),
-                    (Some(_), Some(kind)) => {
-                        return Err(IngestError::Malformed {
-                            line: 1,
-                            column: 1,
-                            message: format!(
-                                "a {kind} must hold its objects in an \"items\" array"
-                            ),
-                        });
-                    }
-                    _ => vec![serde_json::Value::Object(map)],
-                }
-            }
-            other => {
-                return Err(IngestError::Malformed {
-                    line: 1,
-                    column: 1,
-                    message: format!(
-                        "expected a Kubernetes object or List, found {}",
-                        json_type(&other)
-                    ),
-                });
-            }
-        };
-        for item in items {
-            let json = serde_json::to_string(&item)
-                .map_err(|e| IngestError::Archive(format!("re-encoding a YAML item: {e}")))?;
-            b.add_json(index, &json, None)?;
-            index += 1;
+    // First, so that libyaml never scans a deep flow collection in full (see `check_yaml`).
+    let outline = document::check_yaml(bytes).map_err(IngestError::Structure)?;
+    if let Some((line, column)) = outline.second_document {
+        return Err(IngestError::Malformed {
+            line,
+            column,
+            message: "a second YAML document starts here; push one document (one List) per \
+                      request"
+                .into(),
+        });
+    }
+    let value = match serde_yaml::Deserializer::from_slice(bytes).next() {
+        None => serde_json::Value::Null,
+        Some(document) => document::yaml_value(document).map_err(|e| match e {
+            document::YamlFailure::Structure(e) => IngestError::Structure(e),
+            document::YamlFailure::Syntax(e) => malformed_yaml(&e),
+        })?,
+    };
+    let items = match value {
+        // Nothing but blanks and comments (serde_yaml reads that as one null document).
+        serde_json::Value::Null if outline.documents == 0 => {
+            return Err(not_a_list(1, 1, EMPTY_BODY.into()));
         }
+        serde_json::Value::Null => {
+            return Err(not_a_list(
+                1,
+                1,
+                "the document is null (an empty document, `~` or `null`); push one List of the \
+                 cluster's objects"
+                    .into(),
+            ));
+        }
+        serde_json::Value::Object(mut map) => {
+            let kind = match map.get("kind") {
+                Some(serde_json::Value::String(k)) => Some(k.clone()),
+                _ => None,
+            };
+            let items = match map.remove("items") {
+                None => ItemsField::Missing,
+                Some(serde_json::Value::Null) => ItemsField::Null,
+                Some(serde_json::Value::Array(items)) => ItemsField::Array(items),
+                Some(other) => ItemsField::Other(json_type(&other)),
+            };
+            list_items(map.contains_key("kind"), kind.as_deref(), items)?
+        }
+        other => {
+            return Err(not_a_list(
+                1,
+                1,
+                format!("expected a List object, found {}", json_type(&other)),
+            ));
+        }
+    };
+    let mut b = SetBuilder::pushed();
+    for (index, item) in items.into_iter().enumerate() {
+        let json = serde_json::to_string(&item)
+            .map_err(|e| IngestError::Archive(format!("re-encoding a YAML item: {e}")))?;
+        b.add_json(index, &json, None)?;
     }
     Ok(b.finish(String::new()))
 }
 
-fn json_type(v: &serde_json::Value) -> &'static str {
+pub(crate) fn json_type(v: &serde_json::Value) -> &'static str {
     match v {
         serde_json::Value::Null => "null",
         serde_json::Value::Bool(_) => "a boolean",
@@ -660,38 +770,14 @@ fn malformed_yaml(e: &serde_yaml::Error) -> IngestError {
     }
 }
 
-/// 1-based line and column (in characters) of byte `at`.
-fn line_col(bytes: &[u8], at: usize) -> (usize, usize) {
-    let before = &bytes[..at.min(bytes.len())];
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let line_start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
-    let column = String::from_utf8_lossy(&before[line_start..])
-        .chars()
-        .count()
-        + 1;
-    (line, column)
-}
-
 // -------------------------------------------------------------------------- top-level document
 
 /// The top level of a JSON document: `kind` and, for lists, the raw items.
 struct Top<'a> {
     kind: Option<Str<'a>>,
     has_kind: bool,
-    /// `items` is present (whatever its type).
-    has_items: bool,
-    /// The raw items when `items` is an array (or `null`: no items).
-    items: Option<Vec<&'a RawValue>>,
-}
-
-impl Top<'_> {
-    /// `kind` is `List` or an `XList`.
-    fn is_list_kind(&self) -> bool {
-        self.kind.as_ref().is_some_and(|k| k.ends_with("List"))
-    }
+    /// `items`: the raw elements when it is an array.
+    items: ItemsField<&'a RawValue>,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Top<'a> {
@@ -706,8 +792,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Top<'a> {
                 let mut top = Top {
                     kind: None,
                     has_kind: false,
-                    has_items: false,
-                    items: None,
+                    items: ItemsField::Missing,
                 };
                 while let Some(key) = map.next_key::<Str<'de>>()? {
                     match key.as_str() {
@@ -716,8 +801,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Top<'a> {
                             top.kind = map.next_value::<Option<KindField<'a>>>()?.and_then(|k| k.0);
                         }
                         "items" => {
-                            top.has_items = true;
-                            top.items = map.next_value::<ItemsField<'a>>()?.0;
+                            top.items = map.next_value::<RawItems<'a>>()?.0;
                         }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
@@ -773,15 +857,23 @@ impl<'de: 'a, 'a> Deserialize<'de> for KindField<'a> {
     }
 }
 
-/// `items` at the top level: the raw elements when it is an array; skipped otherwise (a
-/// single object that happens to have an `items` field).
-struct ItemsField<'a>(Option<Vec<&'a RawValue>>);
+/// `items` at the top level of a document.
+pub(crate) enum ItemsField<T> {
+    Missing,
+    Null,
+    Array(Vec<T>),
+    /// Another type (named, for the message).
+    Other(&'static str),
+}
 
-impl<'de: 'a, 'a> Deserialize<'de> for ItemsField<'a> {
+/// `items` of a JSON document, its elements left raw.
+struct RawItems<'a>(ItemsField<&'a RawValue>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawItems<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V<'a>(PhantomData<&'a ()>);
         impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = ItemsField<'a>;
+            type Value = RawItems<'a>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("any value")
             }
@@ -790,29 +882,29 @@ impl<'de: 'a, 'a> Deserialize<'de> for ItemsField<'a> {
                 while let Some(raw) = seq.next_element::<&'de RawValue>()? {
                     items.push(raw);
                 }
-                Ok(ItemsField(Some(items)))
+                Ok(RawItems(ItemsField::Array(items)))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(ItemsField(None))
+                Ok(RawItems(ItemsField::Other("an object")))
             }
             fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(ItemsField(Some(Vec::new())))
+                Ok(RawItems(ItemsField::Null))
             }
             fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(ItemsField(None))
+                Ok(RawItems(ItemsField::Other("a string")))
             }
             fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(ItemsField(None))
+                Ok(RawItems(ItemsField::Other("a boolean")))
             }
             fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(ItemsField(None))
+                Ok(RawItems(ItemsField::Other("a number")))
             }
             fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(ItemsField(None))
+                Ok(RawItems(ItemsField::Other("a number")))
             }
             fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(ItemsField(None))
+                Ok(RawItems(ItemsField::Other("a number")))
             }
         }
         d.deserialize_any(V(PhantomData))
@@ -1032,9 +1124,53 @@ struct SetBuilder {
     unknown: BTreeMap<(String, String), Seen>,
     no_namespace: Seen,
     warnings: Vec<IngestWarning>,
+    /// Objects of a pushed document: identities are validated ([`SetBuilder::validate`]).
+    pushed: bool,
+    /// Pushed objects of a modelled kind by uid: the slot of the object holding it.
+    uids: HashMap<(ObjectKind, Box<str>), usize, FxBuild>,
 }
 
 impl SetBuilder {
+    fn pushed() -> Self {
+        SetBuilder {
+            pushed: true,
+            ..SetBuilder::default()
+        }
+    }
+
+    /// Kubernetes' rules for who an object of a pushed document is: `kind` and `apiVersion`
+    /// well-formed, the name a DNS-1123 subdomain (a label for namespaces; a path segment for
+    /// kinds this server does not model, such as RBAC's `system:…` names), the namespace a
+    /// DNS-1123 label.
+    fn validate(
+        index: usize,
+        id: &Identity<'_>,
+        known: Option<ObjectKind>,
+        namespace: &str,
+    ) -> Result<(), IngestError> {
+        let invalid = |field: &str, message: String| IngestError::InvalidObject {
+            index,
+            kind: shorten(id.kind).into(),
+            namespace: shorten(namespace).into(),
+            name: shorten(id.name).into(),
+            field: field.into(),
+            message: message.into(),
+        };
+        validation::kind(id.kind).map_err(|m| invalid("kind", m))?;
+        validation::api_version(id.api_version).map_err(|m| invalid("apiVersion", m))?;
+        let name = match known {
+            Some(ObjectKind::Namespace) => validation::dns1123_label(id.name),
+            Some(_) => validation::dns1123_subdomain(id.name),
+            None => validation::path_segment_name(id.name),
+        };
+        name.map_err(|m| invalid("metadata.name", format!("invalid name: {m}")))?;
+        if !namespace.is_empty() {
+            validation::dns1123_label(namespace)
+                .map_err(|m| invalid("metadata.namespace", format!("invalid namespace: {m}")))?;
+        }
+        Ok(())
+    }
+
     /// Read the head of one object's JSON and add it. `span` is where the JSON already lives
     /// (in the input); `None` means the builder must own a copy.
     fn add_json(
@@ -1081,8 +1217,8 @@ impl SetBuilder {
     fn add(&mut self, index: usize, id: Identity<'_>, span: Span) -> Result<(), IngestError> {
         let missing = |field: &str| IngestError::InvalidObject {
             index,
-            kind: id.kind.into(),
-            namespace: id.namespace.unwrap_or("").into(),
+            kind: shorten(id.kind).into(),
+            namespace: shorten(id.namespace.unwrap_or("")).into(),
             name: "".into(),
             field: field.into(),
             message: "required field is missing".into(),
@@ -1106,6 +1242,9 @@ impl SetBuilder {
             },
             None => id.namespace.unwrap_or(""),
         };
+        if self.pushed {
+            Self::validate(index, &id, known, namespace)?;
+        }
         let kind = match known {
             Some(k) => Kind::Known(k),
             // Read by the usage pass, not kept as rows.
@@ -1136,6 +1275,33 @@ impl SetBuilder {
                     index
                 ),
             ));
+        }
+        if let (true, Kind::Known(k), Some(uid)) =
+            (self.pushed, &kind, id.uid.filter(|u| !u.is_empty()))
+        {
+            // Kubernetes gives every object its own uid; pods are told apart by theirs (pod
+            // migrations follow a pod by uid). A repeated object replaced above frees its uid.
+            if let Some(&other) = self.uids.get(&(*k, uid.into()))
+                && let Some(holder) = &self.entries[other]
+            {
+                return Err(IngestError::InvalidObject {
+                    index,
+                    kind: id.kind.into(),
+                    namespace: namespace.into(),
+                    name: id.name.into(),
+                    field: "metadata.uid".into(),
+                    message: format!(
+                        "uid {:?} is already the uid of {} {} (item {}); two objects cannot \
+                         share a uid",
+                        shorten(uid),
+                        id.kind,
+                        qualified(&holder.namespace, &holder.name),
+                        holder.index
+                    )
+                    .into(),
+                });
+            }
+            self.uids.insert((*k, uid.into()), slot);
         }
         self.entries.push(Some(Entry {
             kind,
@@ -1209,6 +1375,7 @@ impl SetBuilder {
             }),
             entries: self.entries.into_iter().flatten().collect(),
             warnings: self.warnings,
+            pushed: self.pushed,
         }
     }
 }

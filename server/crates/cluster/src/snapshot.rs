@@ -238,7 +238,7 @@ fn invalid(entry: &Entry, e: FieldError) -> IngestError {
         index: entry.index,
         kind: entry.kind.as_str().into(),
         namespace: entry.namespace.clone(),
-        name: entry.name.clone(),
+        name: super::document::shorten(&entry.name).into(),
         field: e.field.into(),
         message: e.message.into(),
     }
@@ -289,7 +289,7 @@ fn convert_entry<'s>(
             ctx.builder.snapshot_mut().pdbs.push(row);
         }
         Decoded::Namespace(w) => {
-            let row = convert::namespace(ctx, w);
+            let row = convert::namespace(ctx, w)?;
             ctx.builder.snapshot_mut().namespaces.push(row);
         }
         Decoded::PriorityClass(w) => {
@@ -297,7 +297,7 @@ fn convert_entry<'s>(
             ctx.builder.snapshot_mut().priority_classes.push(row);
         }
         Decoded::Pvc(w) => {
-            let row = convert::pvc(ctx, w, namespace);
+            let row = convert::pvc(ctx, w, namespace)?;
             ctx.builder.snapshot_mut().pvcs.push(row);
         }
     }
@@ -320,6 +320,7 @@ pub fn build_snapshot(
     time_ms: i64,
 ) -> Result<ClusterSnapshot, IngestError> {
     let mut ctx = Ctx::new(revision, time_ms);
+    ctx.strict = objects.pushed;
     let modelled = modelled(objects);
     reserve_tables(&mut ctx, &modelled);
     let store = &*objects.store;

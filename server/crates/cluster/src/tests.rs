@@ -564,7 +564,8 @@ fn compacted_rows_span_many_groups() {
         items.push(serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("p{p}"), "namespace": "ns", "uid": format!("pod-{p}"),
-                         "labels": {"i": p.to_string(), "text": "é ✓ ".repeat(p % 7)}},
+                         "labels": {"i": p.to_string()},
+                         "annotations": {"text": "é ✓ ".repeat(p % 7)}},
             "spec": {"nodeName": format!("n{}", p % 3), "containers": [{"name": "c"}]},
             "status": {"phase": "Running"}
         }));
@@ -667,7 +668,7 @@ fn stored_objects_rebuild_the_same_snapshot() {
 }
 
 #[test]
-fn yaml_lists_and_multiple_documents() {
+fn yaml_lists_are_read_and_second_documents_refused() {
     let yaml = r#"
 apiVersion: v1
 kind: List
@@ -697,11 +698,9 @@ items:
         requests: {cpu: 0.5, memory: 128Mi}
         limits: {cpu: 0.5, memory: 128Mi}
   status: {phase: Running}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: default}
----
+- apiVersion: v1
+  kind: Namespace
+  metadata: {name: default}
 "#;
     let set = parse_list(yaml, Format::Yaml).unwrap();
     assert_eq!(set.len(), 3);
@@ -719,15 +718,38 @@ metadata: {name: default}
     assert_eq!(p.qos(), QosClass::Guaranteed);
     assert_eq!(p.node(), Some(0));
     assert!(snap.warnings.is_empty(), "{:?}", snap.warnings);
+
+    // One document per push: a second one (even an empty one after a final `---`) is
+    // refused where it starts, rather than silently ignored or merged.
+    for (extra, line) in [
+        (
+            "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n",
+            33,
+        ),
+        ("---\n", 33),
+        ("--- {kind: List, items: []}\n", 33),
+    ] {
+        let doc = format!("---\n{}{extra}", yaml.trim_start());
+        let (at, column, message) = malformed(parse_list(doc.as_str(), Format::Yaml).unwrap_err());
+        assert_eq!((at, column), (line, 1), "{doc}");
+        assert!(message.contains("a second YAML document"), "{message}");
+    }
+}
+
+fn not_a_list(err: IngestError) -> (usize, usize, String) {
+    assert_eq!(err.code(), "not_a_list", "{err}");
+    match err {
+        IngestError::NotAList {
+            line,
+            column,
+            message,
+        } => (line, column, message),
+        other => panic!("expected NotAList, got {other:?}"),
+    }
 }
 
 #[test]
-fn single_objects_and_typed_lists() {
-    let one = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"solo"}}"#;
-    let set = parse_list(one, Format::Json).unwrap();
-    assert_eq!(set.len(), 1);
-    assert_eq!(set.stored_objects().next().unwrap().json, one);
-
+fn typed_lists_and_kind_less_lists_are_lists() {
     let pods = r#"{"apiVersion":"v1","kind":"PodList","metadata":{},"items":[
         {"metadata":{"name":"a","namespace":"x"},"kind":"Pod"},
         {"metadata":{"name":"b","namespace":"x"},"kind":"Pod","apiVersion":"v1"}]}"#;
@@ -735,45 +757,110 @@ fn single_objects_and_typed_lists() {
     assert_eq!(snap.cluster().pod_count(), 2);
     // kubectl omits kind inside typed lists only for `get -o json` of old servers; here it
     // is required and missing-kind items fail (see `missing_kind_names_the_index`).
+    let kind_less = r#"{"items":[{"kind":"Namespace","metadata":{"name":"a"}}]}"#;
+    assert_eq!(
+        ingest(kind_less, Format::Json).unwrap().counts["Namespace"],
+        1
+    );
 
-    let empty = ingest(
-        r#"{"apiVersion":"v1","kind":"List","items":[]}"#,
-        Format::Json,
-    )
-    .unwrap();
-    assert_eq!(empty.cluster().pod_count(), 0);
-    let null_items = ingest(r#"{"kind":"List","items":null}"#, Format::Json).unwrap();
-    assert!(null_items.counts.is_empty());
-    let no_items = ingest(r#"{"kind":"PodList","apiVersion":"v1"}"#, Format::Json).unwrap();
-    assert!(no_items.counts.is_empty());
-    let (_, _, message) =
-        malformed(parse_list(r#"{"kind":"List","items":{}}"#, Format::Json).unwrap_err());
-    assert_eq!(
-        message,
-        "a List must hold its objects in an \"items\" array"
-    );
-    // An object that merely has an `items` field is a single object.
-    let odd = r#"{"kind":"Widget","apiVersion":"x/v1","metadata":{"name":"w"},"items":{"a":1}}"#;
-    assert_eq!(
-        parse_list(odd, Format::Json)
-            .unwrap()
-            .counts()
-            .get("Widget"),
-        Some(&1)
-    );
+    // A List of no objects is a List (the server decides whether to accept it).
+    for (doc, format) in [
+        (
+            r#"{"apiVersion":"v1","kind":"List","items":[]}"#,
+            Format::Json,
+        ),
+        ("kind: List\napiVersion: v1\nitems: []\n", Format::Yaml),
+    ] {
+        let set = parse_list(doc, format).unwrap();
+        assert!(set.is_empty());
+        assert_eq!(set.count_of(ObjectKind::Pod), 0);
+    }
+}
+
+#[test]
+fn what_is_not_one_list_is_refused_as_such() {
+    for (doc, format, says) in [
+        ("", Format::Json, "the body is empty"),
+        ("  \n ", Format::Json, "the body is empty"),
+        ("", Format::Yaml, "the body is empty"),
+        ("# nothing\n", Format::Yaml, "the body is empty"),
+        ("null", Format::Json, "found null"),
+        ("~\n", Format::Yaml, "the document is null"),
+        ("null\n", Format::Yaml, "the document is null"),
+        ("---\n", Format::Yaml, "the document is null"),
+        ("[1, 2]", Format::Json, "found an array"),
+        ("- 1\n- 2\n", Format::Yaml, "found an array"),
+        ("\"text\"", Format::Json, "found a string"),
+        (
+            r#"{"kind":"List"}"#,
+            Format::Json,
+            "the List has no `items`",
+        ),
+        (
+            r#"{"kind":"PodList","apiVersion":"v1"}"#,
+            Format::Json,
+            "the PodList has no `items`",
+        ),
+        (
+            "kind: List\napiVersion: v1\n",
+            Format::Yaml,
+            "the List has no `items`",
+        ),
+        (
+            r#"{"kind":"List","items":null}"#,
+            Format::Json,
+            "`items` is null",
+        ),
+        ("kind: List\nitems: ~\n", Format::Yaml, "`items` is null"),
+        ("kind: List\nitems:\n", Format::Yaml, "`items` is null"),
+        (
+            r#"{"kind":"List","items":{}}"#,
+            Format::Json,
+            "`items` is an object",
+        ),
+        (
+            "kind: List\nitems: 3\n",
+            Format::Yaml,
+            "`items` is a number",
+        ),
+        (
+            r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"solo"}}"#,
+            Format::Json,
+            "a single Node object, not a List",
+        ),
+        (
+            "kind: Namespace\napiVersion: v1\nmetadata:\n  name: solo\n",
+            Format::Yaml,
+            "a single Namespace object",
+        ),
+        // An object that merely has an `items` field is an object, not a List.
+        (
+            r#"{"kind":"Widget","apiVersion":"x/v1","metadata":{"name":"w"},"items":[]}"#,
+            Format::Json,
+            "a single Widget object",
+        ),
+        (
+            r#"{"metadata":{}}"#,
+            Format::Json,
+            "neither `kind` nor `items`",
+        ),
+        (
+            r#"{"kind":7,"items":[]}"#,
+            Format::Json,
+            "kind is not a string",
+        ),
+    ] {
+        let (_, _, message) = not_a_list(parse_list(doc, format).unwrap_err());
+        assert!(message.contains(says), "{doc:?}: {message}");
+    }
+    let (line, column, _) = not_a_list(parse_list("\n\n  [1]", Format::Json).unwrap_err());
+    assert_eq!((line, column), (3, 3));
+    let err = parse_list(r#"{"kind":"List","items":null}"#, Format::Json).unwrap_err();
     assert!(
-        ingest("kind: List\napiVersion: v1\n", Format::Yaml)
-            .unwrap()
-            .counts
-            .is_empty()
+        err.to_string()
+            .starts_with("not a List at line 1, column 1: "),
+        "{err}"
     );
-    assert!(parse_list("kind: List\nitems: 3\n", Format::Yaml).is_err());
-    let yaml_one = ingest(
-        "kind: Namespace\napiVersion: v1\nmetadata:\n  name: solo\n",
-        Format::Yaml,
-    )
-    .unwrap();
-    assert_eq!(yaml_one.counts.get("Namespace"), Some(&1));
 }
 
 #[test]
@@ -829,13 +916,9 @@ fn malformed_json_reports_line_and_column() {
     assert!(message.starts_with("invalid JSON: "), "{message}");
     assert!(!message.contains(" at line "), "{message}");
 
-    let (line, _, message) = malformed(parse_list("", Format::Json).unwrap_err());
+    let (line, _, message) = malformed(parse_list("[1, 2", Format::Json).unwrap_err());
     assert_eq!(line, 1);
     assert!(message.contains("EOF"), "{message}");
-
-    let (line, column, message) = malformed(parse_list("[1, 2]", Format::Json).unwrap_err());
-    assert_eq!((line, column), (1, 1));
-    assert!(message.contains("Kubernetes object or List"), "{message}");
 
     let (line, column, message) =
         malformed(parse_list(b"{\"kind\": \"Li\xffst\"}".as_slice(), Format::Json).unwrap_err());
@@ -857,8 +940,6 @@ fn malformed_yaml_reports_line_and_column() {
     assert_eq!(line, 5);
     assert!(column > 1);
     assert!(message.starts_with("invalid YAML: "), "{message}");
-    let (_, _, message) = malformed(parse_list("- 1\n- 2\n", Format::Yaml).unwrap_err());
-    assert!(message.contains("found an array"), "{message}");
     let (line, _, _) =
         malformed(parse_list("kind: List\nitems:\n  - a: 1\n b: 2\n", Format::Yaml).unwrap_err());
     assert_eq!(line, 4);
@@ -1053,7 +1134,7 @@ fn wrong_types_and_enum_values_name_the_field() {
 
 #[test]
 fn yaml_type_errors_name_the_field() {
-    let yaml = "kind: Pod\napiVersion: v1\nmetadata:\n  name: p\n  namespace: x\n  labels:\n    version: 1.2\n";
+    let yaml = "kind: List\nitems:\n- kind: Pod\n  apiVersion: v1\n  metadata:\n    name: p\n    namespace: x\n    labels:\n      version: 1.2\n";
     let (_, _, _, _, field, message) = invalid(ingest(yaml, Format::Yaml).unwrap_err());
     assert_eq!(field, "metadata.labels.version");
     assert!(message.contains("expected a string"), "{message}");

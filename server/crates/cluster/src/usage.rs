@@ -373,7 +373,7 @@ fn quantities(
     map: &Option<QtyMap<'_>>,
     base: &str,
 ) -> Result<Vec<Quantity>, String> {
-    convert::milli_list(ctx, map, base).map_err(|e| {
+    convert::milli_list(ctx, map, base, false).map_err(|e| {
         if e.field.is_empty() {
             e.message.to_string()
         } else {

@@ -508,6 +508,63 @@ pub struct PdbSpec<'a> {
     pub selector: Option<LabelSelector<'a>>,
     #[serde(borrow)]
     pub unhealthy_pod_eviction_policy: Option<Str<'a>>,
+    /// Validated, not modelled: the budget's status says what it allows.
+    #[serde(borrow)]
+    pub min_available: Option<IntOrStr<'a>>,
+    #[serde(borrow)]
+    pub max_unavailable: Option<IntOrStr<'a>>,
+}
+
+/// An int-or-string value (`minAvailable: 2`, `"10%"`). Any other JSON value decodes as
+/// [`IntOrStr::Other`], so that only the validation of pushed documents refuses it (a stored
+/// object decodes as it always did).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IntOrStr<'a> {
+    Int(i64),
+    Str(Str<'a>),
+    Other,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for IntOrStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = IntOrStr<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an integer or a string")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<IntOrStr<'a>, E> {
+                Ok(IntOrStr::Int(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrStr<'a>, E> {
+                Ok(IntOrStr::Int(i64::try_from(v).unwrap_or(i64::MAX)))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<IntOrStr<'a>, E> {
+                Ok(IntOrStr::Other)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<IntOrStr<'a>, E> {
+                Ok(IntOrStr::Other)
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<IntOrStr<'a>, E> {
+                Ok(IntOrStr::Str(Str(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<IntOrStr<'a>, E> {
+                Ok(IntOrStr::Str(Str(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<IntOrStr<'a>, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(IntOrStr::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<IntOrStr<'a>, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(IntOrStr::Other)
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
 }
 
 #[derive(Deserialize, Debug, Default)]

@@ -55,6 +55,7 @@ fn engine() -> &'static Engine {
                 timeout_ms: 120_000,
                 ..SandboxLimits::default()
             },
+            ..EngineConfig::default()
         })
         .expect("engine")
     })

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::wasm::{Engine, PolicyRegistry};
 use rebalancer_policy_sdk::ExtensionPoint;
 
-pub use policy_doc::{ParsedPolicy, parse_with_warnings};
+pub use policy_doc::{ParseOutcome, ParsedPolicy, parse_all, parse_with_warnings};
 
 /// The profile every server has (created at start-up when missing).
 pub const DEFAULT_PROFILE: &str = "default";
@@ -183,6 +183,25 @@ pub fn check_plugins(
         }
     }
     errors
+}
+
+/// The errors of a document in one list: what reading it found, then what checking its plugins
+/// found — leaving out plugin problems at a field reading already reported (or inside it), which
+/// would only restate them.
+pub fn merge_errors(reading: Vec<ProfileError>, checking: Vec<ProfileError>) -> Vec<ProfileError> {
+    let mut all = reading;
+    let reported: Vec<String> = all.iter().map(|e| e.field.clone()).collect();
+    let restates = |field: &str| {
+        reported.iter().any(|r| {
+            !r.is_empty()
+                && (field == r
+                    || field
+                        .strip_prefix(r.as_str())
+                        .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('[')))
+        })
+    };
+    all.extend(checking.into_iter().filter(|e| !restates(&e.field)));
+    all
 }
 
 fn registered_names(registry: &PolicyRegistry) -> String {

@@ -51,15 +51,33 @@ const EXTENSION_POINTS: &[&str] = &[
 
 /// Parse a DeschedulerPolicy document, returning the spec and warnings, or every error found.
 pub fn parse_with_warnings(doc: &Value) -> Result<ParsedPolicy, Vec<ProfileError>> {
+    let outcome = parse_all(doc);
+    if outcome.errors.is_empty() {
+        Ok(outcome.parsed)
+    } else {
+        Err(outcome.errors)
+    }
+}
+
+/// Everything a read of a document found: the spec of the parts that parsed (so that their
+/// plugins can be checked too, and a body with several problems gets them all in one answer),
+/// the warnings, and the errors.
+#[derive(Debug)]
+pub struct ParseOutcome {
+    pub parsed: ParsedPolicy,
+    pub errors: Vec<ProfileError>,
+}
+
+/// Read a DeschedulerPolicy document to the end, whatever it finds on the way.
+pub fn parse_all(doc: &Value) -> ParseOutcome {
     let mut reader = Reader::default();
     let spec = reader.policy(doc);
-    if reader.errors.is_empty() {
-        Ok(ParsedPolicy {
+    ParseOutcome {
+        parsed: ParsedPolicy {
             spec,
             warnings: reader.warnings,
-        })
-    } else {
-        Err(reader.errors)
+        },
+        errors: reader.errors,
     }
 }
 

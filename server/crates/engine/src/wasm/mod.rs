@@ -1,23 +1,25 @@
 //! The wasmtime component host for descheduling policies.
 //!
 //! Owns: the one wasmtime [`wasmtime::Engine`] of the process, validation and compilation of
-//! modules (once per digest), the sandbox (memory cap, wasm stack cap, epoch deadline, caps on
-//! proposal calls, log bytes and lines, and on every string or list a guest hands over — see
-//! [`caps`]) and the registry of compiled policies.
+//! modules (once per digest, bounded in time and memory: [`compile`]), the sandbox (memory cap,
+//! wasm stack cap, epoch deadline, caps on proposal calls, log bytes and lines, and on every
+//! string or list a guest hands over — see [`caps`]) and the registry of compiled policies.
 //! Must not: touch SQL or HTTP (callers persist and serve), or load precompiled artifacts from
-//! bytes it did not compile itself (it never deserializes anything).
+//! bytes it did not compile itself (it deserializes only its own compiler's output, from its own
+//! cache directory — never bytes a user sent).
 //!
 //! Every evaluation gets a fresh `Store` and instance from a cached `InstancePre`; traps, timeouts
 //! and cap violations end that evaluation with a [`PolicyFailure`], never the process.
 
 pub mod caps;
+mod compile;
 mod host;
 mod inspect;
 #[cfg(target_os = "linux")]
 mod memory;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rebalancer_policy_sdk::model::Section;
@@ -26,6 +28,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 
+pub use compile::{
+    CHILD_SUBCOMMAND, ChildArgs, CompileSettings, CompileStats, DEFAULT_COMPILE_MEMORY_BYTES,
+    DEFAULT_COMPILE_TIMEOUT_MS, DEFAULT_MEMORY_CACHE_BYTES, Isolation, child_main,
+};
 pub use host::{EvalSession, Evaluation, PolicyLog, SectionUse};
 
 /// The WIT package this host serves.
@@ -93,6 +99,7 @@ impl Default for SandboxLimits {
 #[derive(Debug, Clone, Default)]
 pub struct EngineConfig {
     pub limits: SandboxLimits,
+    pub compile: CompileSettings,
 }
 
 /// Why a module was refused or the engine failed.
@@ -126,6 +133,17 @@ pub enum EngineError {
     InvalidMetadata(String),
     #[error("the module failed to compile: {0}")]
     Compile(String),
+    #[error(
+        "compiling the module took longer than the {limit_ms} ms compile deadline \
+         (--policy-compile-timeout-ms): its functions are too large or too deeply nested"
+    )]
+    CompileTimeout { limit_ms: u64 },
+    #[error(
+        "compiling the module needed more than the {} MiB compile memory limit \
+         (--policy-compile-memory): its functions are too large or too deeply nested",
+        limit_bytes >> 20
+    )]
+    CompileMemory { limit_bytes: u64 },
     #[error("engine failure: {0}")]
     Internal(String),
 }
@@ -142,6 +160,8 @@ impl EngineError {
             EngineError::TooLarge { .. } => "module_too_large",
             EngineError::InvalidMetadata(_) => "invalid_metadata",
             EngineError::Compile(_) => "compile_failed",
+            EngineError::CompileTimeout { .. } => "compile_timeout",
+            EngineError::CompileMemory { .. } => "compile_memory",
             EngineError::Internal(_) => "internal",
         }
     }
@@ -200,8 +220,8 @@ pub struct Engine {
 struct EngineInner {
     wasmtime: wasmtime::Engine,
     limits: SandboxLimits,
-    /// Compiled modules by digest: a module is compiled once per process.
-    compiled: Mutex<HashMap<String, Arc<CompiledPolicy>>>,
+    /// Compiles modules (bounded), and keeps what it compiled on disk and in memory.
+    compiler: compile::Compiler,
 }
 
 impl std::fmt::Debug for Engine {
@@ -344,33 +364,75 @@ fn link_inert_wasi_as_traps(
 /// The WIT interface name of the cluster imports, as a component imports it.
 const CLUSTER_INTERFACE: &str = "rebalancer:policy/cluster@1.3.0";
 
+/// The wasmtime configuration of the engine — and of the compiler process, which must produce
+/// artifacts this configuration accepts.
+fn wasmtime_config(limits: &SandboxLimits) -> wasmtime::Config {
+    let mut wt = wasmtime::Config::new();
+    wt.wasm_component_model(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(limits.stack_bytes)
+        .cranelift_opt_level(wasmtime::OptLevel::Speed)
+        .profiler(profiling_strategy());
+    configure_memories(&mut wt, limits);
+    wt
+}
+
 impl Engine {
     pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
-        let mut wt = wasmtime::Config::new();
-        wt.wasm_component_model(true)
-            .epoch_interruption(true)
-            .max_wasm_stack(config.limits.stack_bytes)
-            .cranelift_opt_level(wasmtime::OptLevel::Speed)
-            .profiler(profiling_strategy());
-        configure_memories(&mut wt, &config.limits);
-        let wasmtime = wasmtime::Engine::new(&wt)
+        let wasmtime = wasmtime::Engine::new(&wasmtime_config(&config.limits))
             .map_err(|e| EngineError::Internal(format!("wasmtime configuration: {e}")))?;
+        let compiler = compile::Compiler::new(config.compile, config.limits.clone(), &wasmtime)?;
         spawn_epoch_ticker(&wasmtime);
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 wasmtime,
                 limits: config.limits,
-                compiled: Mutex::new(HashMap::new()),
+                compiler,
             }),
         })
+    }
+
+    pub fn compile_settings(&self) -> &CompileSettings {
+        self.inner.compiler.settings()
+    }
+
+    /// How many modules were compiled, and how many loaded from the disk cache instead.
+    pub fn compile_stats(&self) -> CompileStats {
+        self.inner.compiler.stats()
+    }
+
+    /// Drop what is kept of a module (compiled code in memory, its artifact on disk): its policy
+    /// was deleted or replaced. Registered policies keep their own handle until unregistered.
+    pub fn forget(&self, digest: &str) {
+        self.inner.compiler.forget(digest);
+    }
+
+    /// Remove the on-disk artifacts of every module but `keep` (digests); returns how many.
+    pub fn retain_compiled(&self, keep: &[&str]) -> usize {
+        self.inner.compiler.retain(keep)
     }
 
     pub fn limits(&self) -> &SandboxLimits {
         &self.inner.limits
     }
 
-    /// Validate, compile and introspect a module. Blocking (compilation takes ~0.5 s).
+    /// Validate, compile and introspect a module. Blocking (compilation takes ~0.5 s; a compile
+    /// waits for one of `max_concurrent` compile slots, never for an evaluation permit).
     pub fn compile(&self, wasm: &[u8]) -> Result<Arc<CompiledPolicy>, EngineError> {
+        self.compile_as(wasm, compile::Trust::Uploaded)
+    }
+
+    /// [`Engine::compile`] for a module of the server's own (a built-in): compiled without the
+    /// upload memory limit and deadline.
+    pub fn compile_builtin(&self, wasm: &[u8]) -> Result<Arc<CompiledPolicy>, EngineError> {
+        self.compile_as(wasm, compile::Trust::BuiltIn)
+    }
+
+    fn compile_as(
+        &self,
+        wasm: &[u8],
+        trust: compile::Trust,
+    ) -> Result<Arc<CompiledPolicy>, EngineError> {
         let limits = &self.inner.limits;
         if wasm.len() > limits.max_module_bytes {
             return Err(EngineError::TooLarge {
@@ -380,12 +442,41 @@ impl Engine {
         }
         inspect::check_header(wasm)?;
         let digest = hex::encode(Sha256::digest(wasm));
-        if let Some(done) = self.cache().get(&digest) {
-            return Ok(done.clone());
+        let compiler = &self.inner.compiler;
+        if let Some(done) = compiler.cached(&digest) {
+            return Ok(done);
         }
+        let _slot = compiler.permit();
+        // Compiled by another caller while this one waited for its slot?
+        if let Some(done) = compiler.cached(&digest) {
+            return Ok(done);
+        }
+        let component = compiler.component(&self.inner.wasmtime, wasm, &digest, trust)?;
+        let code_bytes = {
+            let range = component.image_range();
+            (range.end as usize).saturating_sub(range.start as usize)
+        };
+        let compiled = self.introspect(component, wasm, digest.clone());
+        match compiled {
+            Ok(compiled) => {
+                compiler.remember(compiled.clone(), code_bytes);
+                Ok(compiled)
+            }
+            Err(e) => {
+                // Compiled, but not a usable policy: keep nothing of it.
+                compiler.forget(&digest);
+                Err(e)
+            }
+        }
+    }
 
-        let component = Component::new(&self.inner.wasmtime, wasm)
-            .map_err(|e| EngineError::Compile(format!("{e:#}")))?;
+    /// Check a compiled component's imports and exports, link it, and read its `info`.
+    fn introspect(
+        &self,
+        component: Component,
+        wasm: &[u8],
+        digest: String,
+    ) -> Result<Arc<CompiledPolicy>, EngineError> {
         let imports = inspect::check_imports_exports(&self.inner.wasmtime, &component)?;
         let mut linker: Linker<host::HostState> = Linker::new(&self.inner.wasmtime);
         bindings::Policy::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
@@ -416,7 +507,7 @@ impl Engine {
                 version: String::new(),
                 description: String::new(),
                 abi_version,
-                digest: digest.clone(),
+                digest,
                 size_bytes: wasm.len() as u64,
                 extension_points: Vec::new(),
                 args_schema: serde_json::Value::Null,
@@ -425,17 +516,7 @@ impl Engine {
             pre,
         };
         compiled.meta = self.read_info(&compiled)?;
-        let compiled = Arc::new(compiled);
-        self.cache().insert(digest, compiled.clone());
-        Ok(compiled)
-    }
-
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<CompiledPolicy>>> {
-        // A poisoned cache only means another compile panicked; the map itself is intact.
-        self.inner
-            .compiled
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        Ok(Arc::new(compiled))
     }
 
     fn read_info(&self, policy: &CompiledPolicy) -> Result<PolicyMeta, EngineError> {

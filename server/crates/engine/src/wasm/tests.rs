@@ -28,6 +28,7 @@ fn engine() -> &'static Engine {
     ENGINE.get_or_init(|| {
         Engine::new(EngineConfig {
             limits: test_limits(),
+            ..EngineConfig::default()
         })
         .expect("engine")
     })
@@ -160,6 +161,121 @@ fn a_module_is_compiled_once_per_digest() {
     assert!(Arc::ptr_eq(&a, &b));
 }
 
+/// An engine of its own that compiles in process, keeping artifacts in `dir`.
+fn caching_engine(dir: &std::path::Path, memory_cache_bytes: usize) -> Engine {
+    Engine::new(EngineConfig {
+        limits: test_limits(),
+        compile: CompileSettings {
+            cache_dir: Some(dir.to_path_buf()),
+            memory_cache_bytes,
+            ..CompileSettings::default()
+        },
+    })
+    .expect("engine")
+}
+
+fn artifacts(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn compiled_code_is_kept_on_disk_and_a_new_engine_loads_it_instead_of_compiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = module("remove_failed_pods.wasm");
+    let first = caching_engine(dir.path(), 64 << 20);
+    let compiled = first.compile(&wasm).expect("compiles");
+    assert_eq!(first.compile_stats().compiled, 1);
+    let files = artifacts(dir.path());
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].starts_with(&compiled.meta.digest), "{files:?}");
+    assert!(files[0].ends_with(".cwasm"), "{files:?}");
+
+    // A restart: a new engine finds the artifact and does not compile.
+    let second = caching_engine(dir.path(), 64 << 20);
+    let loaded = second.compile(&wasm).expect("loads");
+    assert_eq!(
+        second.compile_stats(),
+        CompileStats {
+            compiled: 0,
+            loaded: 1
+        }
+    );
+    assert_eq!(loaded.meta.name, compiled.meta.name);
+    assert_eq!(loaded.meta.digest, compiled.meta.digest);
+
+    // A damaged artifact is not trusted: it is compiled again and replaced.
+    std::fs::write(dir.path().join(&files[0]), b"not an artifact").unwrap();
+    let third = caching_engine(dir.path(), 64 << 20);
+    third.compile(&wasm).expect("compiles again");
+    assert_eq!(third.compile_stats().compiled, 1);
+    assert!(std::fs::read(dir.path().join(&files[0])).unwrap().len() > 1000);
+
+    // Forgetting the module removes its artifact; retain removes everything not named.
+    third.forget(&compiled.meta.digest);
+    assert!(artifacts(dir.path()).is_empty());
+    third.compile(&wasm).unwrap();
+    std::fs::write(dir.path().join("stale.0.cwasm"), b"x").unwrap();
+    std::fs::write(dir.path().join(".left.by.a.killed.compile.tmp"), b"x").unwrap();
+    assert_eq!(third.retain_compiled(&[&compiled.meta.digest]), 2);
+    assert_eq!(artifacts(dir.path()), files);
+    assert_eq!(third.retain_compiled(&[]), 1);
+    assert!(artifacts(dir.path()).is_empty());
+}
+
+#[test]
+fn the_in_memory_cache_keeps_the_most_recently_used_code_within_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        "remove_failed_pods.wasm",
+        "pod_life_time.wasm",
+        "remove_duplicates.wasm",
+    ];
+    // Measure one module's compiled code, then allow a little more than two of the largest.
+    let sizes: Vec<usize> = files
+        .iter()
+        .map(|f| {
+            let e = caching_engine(dir.path(), usize::MAX);
+            e.compile(&module(f)).unwrap();
+            compile::lru_tests::lru_bytes(&e.inner.compiler)
+        })
+        .collect();
+    let budget = sizes.iter().max().unwrap() * 2 + sizes.iter().min().unwrap() / 2;
+    let engine = caching_engine(dir.path(), budget);
+    let digests: Vec<String> = files
+        .iter()
+        .map(|f| engine.compile(&module(f)).unwrap().meta.digest.clone())
+        .collect();
+    let kept = compile::lru_tests::lru_digests(&engine.inner.compiler);
+    assert!(compile::lru_tests::lru_bytes(&engine.inner.compiler) <= budget);
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(
+        !kept.contains(&digests[0]),
+        "the least recently used went first"
+    );
+
+    // Using the oldest survivor makes the other one the next to go.
+    engine.compile(&module(files[1])).unwrap();
+    engine.compile(&module(files[0])).unwrap();
+    let kept = compile::lru_tests::lru_digests(&engine.inner.compiler);
+    assert!(
+        kept.contains(&digests[0]) && kept.contains(&digests[1]),
+        "{kept:?}"
+    );
+    assert!(!kept.contains(&digests[2]));
+
+    // A forgotten (deleted, replaced) module leaves memory too.
+    engine.forget(&digests[0]);
+    assert_eq!(
+        compile::lru_tests::lru_digests(&engine.inner.compiler),
+        vec![digests[1].clone()]
+    );
+}
+
 #[test]
 fn uploads_outside_the_abi_are_refused_with_actionable_errors() {
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
@@ -221,6 +337,7 @@ fn a_module_over_the_size_cap_is_refused() {
             max_module_bytes: 1024,
             ..test_limits()
         },
+        ..EngineConfig::default()
     })
     .unwrap();
     let error = small.compile(&module("test_misbehaving.wasm")).unwrap_err();
@@ -615,4 +732,118 @@ fn a_guest_built_against_abi_1_1_still_runs_and_decides_as_the_current_built_in(
     };
     assert_eq!(proposed(&current), ["job-0", "job-2"]);
     assert_eq!(proposed(&old), proposed(&current));
+}
+
+/// Hostile components that try to take memory through instantiation itself: several linear
+/// memories, many full tables, many instances. Each is instantiated in a store configured as an
+/// evaluation's (`host::test_store`), and the process's resident set is watched: without the
+/// per-instance totals, each would touch hundreds of MiB.
+mod instance_limits {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// One at a time: they measure the process's resident set.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn rss_bytes() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            << 10
+    }
+
+    /// Instantiate `text` (a component) with nothing linked; the error, and how much the
+    /// resident set grew.
+    fn instantiate(text: &str) -> (String, u64) {
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let engine = engine();
+        let component = Component::new(&engine.inner.wasmtime, wat(text)).expect("compiles");
+        let before = rss_bytes();
+        let mut store = host::test_store(engine, None, 3);
+        let linker: Linker<host::HostState> = Linker::new(&engine.inner.wasmtime);
+        let error = linker
+            .instantiate(&mut store, &component)
+            .map(|_| ())
+            .expect_err("the limits refuse this component");
+        let grown = rss_bytes().saturating_sub(before);
+        drop(store);
+        (format!("{error:#}"), grown)
+    }
+
+    /// Unbounded, each case below would touch at least this much.
+    const UNBOUNDED_AT_LEAST: u64 = 400 << 20;
+    /// What the refused instantiation may cost (other tests run alongside and allocate too).
+    const BOUND: u64 = 128 << 20;
+
+    #[test]
+    fn eight_memories_share_one_cap() {
+        // 8 memories of 62.5 MiB each, every byte written by the start function: 500 MiB
+        // touched if each memory had the (64 MiB) cap to itself.
+        let pages = (test_limits().memory_bytes as u64 / 65536) - 24;
+        assert!(8 * pages * 65536 >= UNBOUNDED_AT_LEAST);
+        let memories: String = (0..8).map(|i| format!("(memory $m{i} {pages})")).collect();
+        let fills: String = (0..8)
+            .map(|i| {
+                format!(
+                    "(memory.fill $m{i} (i32.const 0) (i32.const 1) (i32.const {}))",
+                    pages * 65536
+                )
+            })
+            .collect();
+        let text = format!(
+            "(component (core module $hog {memories} (func $touch {fills}) (start $touch))
+                        (core instance (instantiate $hog)))"
+        );
+        let (error, grown) = instantiate(&text);
+        assert!(error.contains("memory"), "{error}");
+        assert!(grown < BOUND, "grew by {} MiB: {error}", grown >> 20);
+    }
+
+    #[test]
+    fn tables_share_one_element_budget() {
+        // 32 tables of 1,000,000 funcrefs, each filled by the start function.
+        let tables: String = (0..32)
+            .map(|i| format!("(table $t{i} 1000000 funcref)"))
+            .collect();
+        let fills: String = (0..32)
+            .map(|i| format!("(table.fill $t{i} (i32.const 0) (ref.func $f) (i32.const 1000000))"))
+            .collect();
+        let text = format!(
+            "(component (core module $hog {tables} (func $f) (elem declare func $f)
+                                     (func $touch {fills}) (start $touch))
+                        (core instance (instantiate $hog)))"
+        );
+        let (error, grown) = instantiate(&text);
+        assert!(error.contains("table"), "{error}");
+        assert!(grown < BOUND, "grew by {} MiB: {error}", grown >> 20);
+    }
+
+    #[test]
+    fn instances_memories_and_tables_are_counted() {
+        let instances: String = (0..=host::MAX_INSTANCES)
+            .map(|_| "(core instance (instantiate $empty))".to_string())
+            .collect();
+        let (error, _) = instantiate(&format!("(component (core module $empty) {instances})"));
+        assert!(error.contains("instance"), "{error}");
+
+        let memories: String = (0..=host::MAX_MEMORIES)
+            .map(|i| format!("(memory $m{i} 1)"))
+            .collect();
+        let (error, _) = instantiate(&format!(
+            "(component (core module $many {memories}) (core instance (instantiate $many)))"
+        ));
+        assert!(error.contains("memor"), "{error}");
+
+        let tables: String = (0..=host::MAX_TABLES)
+            .map(|i| format!("(table $t{i} 1 funcref)"))
+            .collect();
+        let (error, _) = instantiate(&format!(
+            "(component (core module $many {tables}) (core instance (instantiate $many)))"
+        ));
+        assert!(error.contains("table"), "{error}");
+    }
 }

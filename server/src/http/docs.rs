@@ -1,0 +1,117 @@
+//! What the routes' `#[utoipa::path]` annotations and the derives cannot say in the OpenAPI
+//! document, added once every route is in it ([`complete`]): the shared error responses
+//! (`components/responses`), the answers every `/api/v1` route can give whatever it does (503
+//! during start-up, 500), and the cross-field rules of two request bodies as an `anyOf` (a bulk
+//! approval names a filter; a schedule has an interval or `onChange: true`).
+//!
+//! Must not: describe a route's own answers (they stay in its annotation, beside the handler)
+//! or the roles and their 401/403 (`auth::document_roles`). The integration test
+//! `tests/api/docs.rs` checks the structural rules of the whole document (every response has a
+//! description, `{param}` routes document `invalid_path`, JSON bodies 415 and `invalid_json`).
+
+use utoipa::ToResponse;
+use utoipa::openapi::schema::{AllOfBuilder, AnyOfBuilder, ObjectBuilder, Schema, Type};
+use utoipa::openapi::{OpenApi, Ref, RefOr};
+
+use super::error::{Internal, NotReady, PayloadTooLarge, UnsupportedMediaType};
+
+/// Finish the generated document (after `auth::document_roles`).
+pub fn complete(openapi: &mut OpenApi) {
+    let components = openapi.components.get_or_insert_with(Default::default);
+    for (name, response) in [
+        UnsupportedMediaType::response(),
+        PayloadTooLarge::response(),
+        NotReady::response(),
+        Internal::response(),
+    ] {
+        components.responses.insert(name.to_string(), response);
+    }
+    let (not_ready, _) = NotReady::response();
+    let (internal, _) = Internal::response();
+    for (path, item) in openapi.paths.paths.iter_mut() {
+        if !path.starts_with("/api/v1") {
+            continue;
+        }
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            let responses = &mut operation.responses.responses;
+            responses
+                .entry("500".into())
+                .or_insert_with(|| Ref::from_response_name(internal).into());
+            responses
+                .entry("503".into())
+                .or_insert_with(|| Ref::from_response_name(not_ready).into());
+        }
+    }
+
+    // `POST /api/v1/decisions/approve`: approving every proposal at once needs a filter.
+    require_one_of(
+        components,
+        "BulkApprove",
+        &[
+            ("run", Type::Integer),
+            ("plugin", Type::String),
+            ("namespace", Type::String),
+            ("node", Type::String),
+            ("cluster", Type::String),
+            ("profile", Type::String),
+            ("ids", Type::Array),
+        ],
+    );
+    // A schedule runs periodically, after changes, or both: never neither.
+    if let Some(schema) = components.schemas.remove("ScheduleRequest") {
+        let interval = ObjectBuilder::new().required("intervalSeconds").property(
+            "intervalSeconds",
+            ObjectBuilder::new().schema_type(Type::Integer),
+        );
+        let on_change = ObjectBuilder::new().required("onChange").property(
+            "onChange",
+            ObjectBuilder::new()
+                .schema_type(Type::Boolean)
+                .enum_values(Some([true])),
+        );
+        let rule = AnyOfBuilder::new()
+            .description(Some("intervalSeconds (not null), onChange: true, or both"))
+            .item(interval)
+            .item(on_change);
+        components.schemas.insert(
+            "ScheduleRequest".into(),
+            RefOr::T(Schema::AllOf(
+                AllOfBuilder::new().item(schema).item(rule).build(),
+            )),
+        );
+    }
+}
+
+/// `schema` must hold at least one of `fields`, not null (its type is given).
+fn require_one_of(
+    components: &mut utoipa::openapi::Components,
+    schema: &str,
+    fields: &[(&str, Type)],
+) {
+    let Some(original) = components.schemas.remove(schema) else {
+        return;
+    };
+    let mut rule = AnyOfBuilder::new().description(Some(format!(
+        "at least one of {}, not null",
+        fields
+            .iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )));
+    for (name, kind) in fields {
+        let field = ObjectBuilder::new().schema_type(kind.clone());
+        rule = rule.item(ObjectBuilder::new().required(*name).property(*name, field));
+    }
+    let combined = RefOr::T(Schema::AllOf(
+        AllOfBuilder::new().item(original).item(rule).build(),
+    ));
+    components.schemas.insert(schema.into(), combined);
+}
