@@ -393,12 +393,7 @@ pub fn parse_args<P: Policy>(args: &str) -> Result<P::Args, Vec<ArgError>> {
     let parsed: P::Args = if trimmed.is_empty() || trimmed == "null" {
         P::Args::default()
     } else {
-        let mut de = serde_json::Deserializer::from_str(trimmed);
-        let parsed =
-            serde_path_to_error::deserialize(&mut de).map_err(|e| vec![serde_arg_error(&e)])?;
-        de.end()
-            .map_err(|e| vec![ArgError::new("", e.to_string())])?;
-        parsed
+        serde_json::from_str(trimmed).map_err(|e| vec![serde_arg_error(&e)])?
     };
     let errors = P::validate(&parsed);
     if errors.is_empty() {
@@ -408,19 +403,16 @@ pub fn parse_args<P: Policy>(args: &str) -> Result<P::Args, Vec<ArgError>> {
     }
 }
 
-/// An args error at the field it is about (`thresholds.cpu`, `namespaces.include[2]`; empty for
-/// the args as a whole). serde's message is kept ("invalid type: string \"x\", expected u32",
+/// An args error. serde's message is kept ("invalid type: string \"x\", expected u32",
 /// "unknown field `foo`, expected one of …") without its "at line 1 column 27": a position in the
 /// compact args text the host serialised, which the person who wrote the document never saw.
-fn serde_arg_error(e: &serde_path_to_error::Error<serde_json::Error>) -> ArgError {
-    let path = e.path().to_string();
-    let field = if path == "." { String::new() } else { path };
-    let message = e.inner().to_string();
+fn serde_arg_error(e: &serde_json::Error) -> ArgError {
+    let message = e.to_string();
     let message = match message.rfind(" at line ") {
         Some(at) => message[..at].to_string(),
         None => message,
     };
-    ArgError::new(field, message)
+    ArgError::new("", message)
 }
 
 /// Run one extension point of `P` against a context: parse + validate args, then dispatch.
