@@ -194,3 +194,67 @@ pub async fn read_body_limited(
     }
     Ok(buffer)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_type(content_type: Option<&str>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        if let Some(t) = content_type {
+            headers.insert(header::CONTENT_TYPE, t.parse().unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn documents_are_json_or_yaml_by_their_content_type_only() {
+        for (content_type, format) in [
+            ("application/json", DocumentFormat::Json),
+            ("Application/JSON; charset=utf-8", DocumentFormat::Json),
+            ("application/yaml", DocumentFormat::Yaml),
+            ("application/x-yaml", DocumentFormat::Yaml),
+            ("text/yaml; charset=utf-8", DocumentFormat::Yaml),
+        ] {
+            assert_eq!(
+                document_format(&with_type(Some(content_type))).unwrap(),
+                format,
+                "{content_type}"
+            );
+        }
+        for refused in [
+            None,
+            Some("application/octet-stream"),
+            Some("text/plain"),
+            Some("text/json"),
+            Some("application/merge-patch+json"),
+            Some(""),
+        ] {
+            let e = document_format(&with_type(refused)).unwrap_err();
+            assert_eq!(e.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{refused:?}");
+            assert!(e.message.contains(DOCUMENT_TYPES), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn typed_json_bodies_take_json_and_its_suffix_types() {
+        assert!(is_json(&with_type(Some("application/json"))));
+        assert!(is_json(&with_type(Some("application/merge-patch+json"))));
+        assert!(!is_json(&with_type(Some("text/json"))));
+        assert!(!is_json(&with_type(None)));
+    }
+
+    #[test]
+    fn declared_lengths_over_the_limit_are_refused_before_reading() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_LENGTH, "2048".parse().unwrap());
+        assert_eq!(
+            check_declared_length(&headers, 1024, "snapshot")
+                .unwrap_err()
+                .status,
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+        assert!(check_declared_length(&headers, 2048, "snapshot").is_ok());
+        assert!(check_declared_length(&HeaderMap::new(), 1, "snapshot").is_ok());
+    }
+}

@@ -2,8 +2,10 @@
 //! nest, and whether an object repeats a key.
 //!
 //! Owns [`MAX_DEPTH`] (the nesting limit of every JSON and YAML body the server reads), the
-//! JSON pre-scan [`check_json`] and the bounded YAML reader [`yaml_value`], and their error,
-//! [`StructureError`] (located by line, column and field path).
+//! JSON pre-scan [`check_json`], the YAML event walk [`check_yaml`] (which also counts the
+//! documents of a stream), the bounded YAML reader [`yaml_value`] (the same limits once
+//! aliases are expanded), and their error, [`StructureError`] (located by line, column and
+//! field path).
 //! Must not: know Kubernetes kinds or what a List is (that is `objects`), or decode values
 //! into typed structs.
 //!
@@ -12,7 +14,9 @@
 //! field path walks the object again. A value nested 10,000 deep where a string was expected
 //! once overflowed a worker's stack and aborted the server. After [`check_json`], nothing
 //! below it meets a value deeper than [`MAX_DEPTH`]. The scan is one pass over the bytes
-//! (strings are skipped with `memchr`), without allocation for the usual small objects.
+//! (strings are skipped with `memchr`), without allocation for the usual small objects: about
+//! 0.3 s of CPU for the 420 MB reference cluster. YAML needs its own walk for a reason of its
+//! own, given at [`check_yaml`].
 //!
 //! Repeated keys are refused rather than resolved: `{"cpu": "1", "cpu": "64"}` means whatever
 //! the last decoder to read it decides, and Kubernetes' API server refuses them under strict
