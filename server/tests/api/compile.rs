@@ -7,20 +7,18 @@
 //! (40,000 levels, 120 KB of module, want gigabytes); without, its time does (150,000 levels
 //! take tens of seconds).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::Value;
 
+use crate::process::{BINARY, Process, children, rss_bytes};
 use crate::support::{
     ADMIN_TOKEN, TestServer, assert_error, compile_settings, policy_module, shared_compile_cache,
 };
-
-const BINARY: &str = env!("CARGO_BIN_EXE_rebalancer");
 
 fn leb128(mut n: usize, out: &mut Vec<u8>) {
     loop {
@@ -81,48 +79,19 @@ fn with_custom_section(mut wasm: Vec<u8>, payload: &[u8]) -> Vec<u8> {
     wasm
 }
 
-/// The resident set of process `pid`, in bytes.
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib << 10
-}
-
-/// The children of process `pid` (every thread's).
-fn children(pid: u32) -> Vec<String> {
-    let mut all = Vec::new();
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .flatten()
-    {
-        if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
-            all.extend(list.split_whitespace().map(str::to_string));
-        }
-    }
-    all
-}
-
 /// The `rebalancer` binary in a process of its own, so that its memory can be watched apart
 /// from the test's.
 struct BinaryServer {
-    child: Child,
-    base: String,
+    process: Process,
     _dir: tempfile::TempDir,
 }
 
 impl BinaryServer {
     fn start(flags: &[&str]) -> BinaryServer {
         let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(BINARY)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--no-demo",
-                "--log-format",
-                "json",
-            ])
+        let mut command = Command::new(BINARY);
+        command
+            .args(["serve", "--no-demo"])
             .arg("--database")
             .arg(dir.path().join("r.db"))
             .arg("--policy-cache-dir")
@@ -130,33 +99,9 @@ impl BinaryServer {
             .args(flags)
             .env("REBALANCER_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = mpsc::channel::<Value>();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                    let _ = tx.send(value);
-                }
-            }
-        });
-        let mut addr = None;
-        loop {
-            let line = lines
-                .recv_timeout(Duration::from_secs(300))
-                .expect("the server logs that it is ready");
-            match line["fields"]["message"].as_str() {
-                Some("listening") => addr = line["fields"]["addr"].as_str().map(str::to_string),
-                Some("ready") => break,
-                _ => {}
-            }
-        }
+            .stdout(Stdio::null());
         BinaryServer {
-            child,
-            base: format!("http://{}", addr.expect("a listening address")),
+            process: Process::start(command),
             _dir: dir,
         }
     }
@@ -164,7 +109,7 @@ impl BinaryServer {
     /// Upload every module at once while watching the server's resident set: the answers and
     /// the most the resident set grew by.
     async fn uploads_watching_rss(&self, modules: Vec<Vec<u8>>) -> (Vec<(StatusCode, Value)>, u64) {
-        let pid = self.child.id();
+        let pid = self.process.pid();
         let before = rss_bytes(pid);
         let done = Arc::new(AtomicBool::new(false));
         let peak = Arc::new(AtomicU64::new(before));
@@ -179,9 +124,7 @@ impl BinaryServer {
         };
         let client = crate::support::client_with_token(ADMIN_TOKEN);
         let answers = futures::future::join_all(modules.into_iter().map(|wasm| {
-            let request = client
-                .post(format!("{}/api/v1/policies", self.base))
-                .body(wasm);
+            let request = client.post(self.process.url("/api/v1/policies")).body(wasm);
             async move {
                 let response = request.send().await.unwrap();
                 let status = response.status();
@@ -195,16 +138,9 @@ impl BinaryServer {
     }
 
     async fn healthy(&self) -> bool {
-        reqwest::get(format!("{}/healthz", self.base))
+        reqwest::get(self.process.url("/healthz"))
             .await
             .is_ok_and(|r| r.status().is_success())
-    }
-}
-
-impl Drop for BinaryServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -231,7 +167,10 @@ async fn a_module_that_needs_too_much_memory_to_compile_is_refused_and_the_serve
         "the server grew by {} MiB",
         growth >> 20
     );
-    assert!(children(server.child.id()).is_empty(), "no compiler left");
+    assert!(
+        children(server.process.pid()).is_empty(),
+        "no compiler left"
+    );
     assert!(server.healthy().await);
 }
 
@@ -250,7 +189,7 @@ async fn a_module_that_takes_too_long_to_compile_is_refused_and_its_compiler_kil
         growth >> 20
     );
     assert!(
-        children(server.child.id()).is_empty(),
+        children(server.process.pid()).is_empty(),
         "the compiler was killed"
     );
     assert!(server.healthy().await);

@@ -4,24 +4,15 @@
 //! (without the fault) finishes the pod migration — with exactly one eviction of the pod in the
 //! simulated backend's log.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sqlx::Connection;
 
+use crate::process::{BINARY, Process};
 use crate::support::{ADMIN_TOKEN, client_with_token, small_cluster};
-
-const BINARY: &str = env!("CARGO_BIN_EXE_rebalancer");
-
-pub struct Process {
-    child: Child,
-    lines: mpsc::Receiver<Value>,
-    pub base: String,
-}
 
 /// Start the binary on `database`; wait until it is ready.
 fn start(database: &Path, fault: Option<&str>) -> Process {
@@ -35,90 +26,16 @@ pub fn start_env(database: &Path, fault: Option<&str>, env: &[(&str, String)]) -
         command.env(k, v);
     }
     command
-        .env("REBALANCER_LISTEN", "127.0.0.1:0")
         .env("REBALANCER_DATABASE", database)
         .env("REBALANCER_NO_DEMO", "true")
         .env("REBALANCER_ADMIN_TOKEN", ADMIN_TOKEN)
-        .env("REBALANCER_LOG_FORMAT", "json")
         .env("RUST_LOG", "info")
         .env_remove("REBALANCER_FAULT")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null());
+        .stdout(std::process::Stdio::null());
     if let Some(point) = fault {
         command.env("REBALANCER_FAULT", format!("abort-after:{point}"));
     }
-    let mut child = command.spawn().expect("the binary starts");
-    let (tx, lines) = mpsc::channel::<Value>();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                let _ = tx.send(value);
-            }
-        }
-    });
-    let mut process = Process {
-        child,
-        lines,
-        base: String::new(),
-    };
-    let listening = process.wait_for("listening");
-    process.base = format!(
-        "http://{}",
-        listening["fields"]["addr"].as_str().expect("the address")
-    );
-    process.wait_for("ready");
-    process
-}
-
-impl Process {
-    fn wait_for(&mut self, message: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no log line {message:?}"));
-            if line["fields"]["message"] == message {
-                return line;
-            }
-        }
-    }
-
-    /// Wait for the process to end by itself (the injected abort).
-    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() >= deadline {
-                let tail: Vec<String> = self
-                    .lines
-                    .try_iter()
-                    .map(|l| l.to_string())
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .take(30)
-                    .rev()
-                    .collect();
-                panic!(
-                    "the process did not abort; its last log lines:\n{}",
-                    tail.join("\n")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    pub fn terminate(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
+    Process::start(command)
 }
 
 pub async fn call(base: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {

@@ -1,56 +1,46 @@
 //! What the server logs about requests: method and path, never the query string (clients put
 //! tokens and other secrets there) nor the bearer token.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 
 use reqwest::{Method, StatusCode};
-use tracing_subscriber::fmt::format::FmtSpan;
+use serde_json::{Value, json};
 
-use crate::support::{ADMIN_TOKEN, TestServer, client_with_token};
-
-/// Where the test's subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
+use crate::process::{BINARY, Process};
+use crate::support::{ADMIN_TOKEN, client_with_token, shared_compile_cache};
 
 const SECRET: &str = "s3cr3t-in-the-query-7f1e";
 
-// The default (current-thread) runtime: the server's tasks run on this thread, under the
-// subscriber set here for this test alone.
+/// The real binary, logging everything at every level (the way an operator debugging it would
+/// run it) — its own process, so the log is exactly what it writes, with no other test's
+/// subscriber in the way. The compiler's own trace output is left out: it never sees a request.
 #[tokio::test]
 async fn query_strings_and_tokens_never_reach_the_log() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        // Everything the server side says, at every level; the test's own HTTP client is not
-        // the server.
-        .with_env_filter(tracing_subscriber::EnvFilter::new(
-            "trace,reqwest=off,hyper_util::client=off",
-        ))
-        .with_span_events(FmtSpan::NEW | FmtSpan::CLOSE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-
-    let server = TestServer::start().await;
-    let viewer = server.create_token("dashboard", "viewer").await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(BINARY);
+    command
+        .args(["serve", "--no-demo", "--database"])
+        .arg(dir.path().join("logs.db"))
+        .arg("--policy-cache-dir")
+        .arg(shared_compile_cache())
+        .env("REBALANCER_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env(
+            "RUST_LOG",
+            "trace,cranelift_codegen=info,cranelift_frontend=info,regalloc2=info,wasmtime=info,\
+             wasmtime_cranelift=info,wasmtime_environ=info",
+        )
+        .stdout(Stdio::null());
+    let server = Process::start(command);
+    let viewer: Value = client_with_token(ADMIN_TOKEN)
+        .post(server.url("/api/v1/tokens"))
+        .json(&json!({"name": "dashboard", "role": "viewer"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let viewer = viewer["token"].as_str().expect("a token").to_string();
     let admin = client_with_token(ADMIN_TOKEN);
     let anonymous = reqwest::Client::new();
     let calls: [(&reqwest::Client, Method, String, StatusCode); 10] = [
@@ -123,10 +113,14 @@ async fn query_strings_and_tokens_never_reach_the_log() {
             .unwrap();
         assert_eq!(response.status(), expected, "{method} {path}");
     }
-    drop(server);
+    let log = server.terminate();
 
-    let log = captured.text();
     // The capture works: the request spans are there, with their paths.
+    let spans: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["span"]["name"] == "request")
+        .collect();
     for path in [
         "/api/v1/clusters",
         "/api/v1/runs",
@@ -134,8 +128,7 @@ async fn query_strings_and_tokens_never_reach_the_log() {
         "/healthz",
     ] {
         assert!(
-            log.lines()
-                .any(|l| l.contains("request{") && l.contains(path)),
+            spans.iter().any(|l| l["span"]["path"] == path),
             "no request span for {path} in the log:\n{log}"
         );
     }

@@ -4,6 +4,7 @@
 //! in headless Chromium; `kube` runs the Kubernetes backend against an in-process fake API
 //! server (and crashes the binary at every step there).
 
+mod process;
 mod support;
 
 mod approval;

@@ -117,8 +117,6 @@ pub(super) struct Compiler {
     fingerprint: String,
     permits: Permits,
     memory: Mutex<Lru>,
-    /// Numbers temporary artifact files of this process.
-    sequence: AtomicU64,
     compiled: AtomicU64,
     loaded: AtomicU64,
 }
@@ -150,7 +148,6 @@ impl Compiler {
             fingerprint: fingerprint(engine),
             permits: Permits::new(settings.max_concurrent.max(1)),
             memory: Mutex::new(Lru::new(settings.memory_cache_bytes)),
-            sequence: AtomicU64::new(0),
             compiled: AtomicU64::new(0),
             loaded: AtomicU64::new(0),
             settings,
@@ -244,7 +241,8 @@ impl Compiler {
 
     /// Remove every cached artifact but those of `keep` (digests) compiled for this engine:
     /// modules no longer stored, artifacts of other wasmtime versions or configurations, and
-    /// temporary files a killed compile left behind. Returns how many files were removed.
+    /// temporary files a killed compile left behind (older than any compile's deadline; a fresh
+    /// one may be another compile's output in progress). Returns how many files were removed.
     pub(super) fn retain(&self, keep: &[&str]) -> usize {
         let Some(dir) = &self.settings.cache_dir else {
             return 0;
@@ -257,11 +255,14 @@ impl Compiler {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            let ours = name.ends_with(".cwasm") || name.ends_with(".tmp");
-            if ours
-                && !wanted.iter().any(|w| w == name)
-                && std::fs::remove_file(entry.path()).is_ok()
-            {
+            let remove = if name.ends_with(".tmp") {
+                // Another compile (of this process or another server sharing the directory) may
+                // be writing it now: only a file older than any compile's deadline is left over.
+                is_stale(&entry)
+            } else {
+                name.ends_with(".cwasm") && !wanted.iter().any(|w| w == name)
+            };
+            if remove && std::fs::remove_file(entry.path()).is_ok() {
                 removed += 1;
             }
         }
@@ -290,7 +291,10 @@ impl Compiler {
             .cache_dir
             .clone()
             .unwrap_or_else(std::env::temp_dir);
-        let n = self.sequence.fetch_add(1, Ordering::Relaxed);
+        // One counter for the whole process: several engines (test servers) in one process
+        // share a cache directory, and each name must be one compile's alone.
+        static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+        let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
         dir.join(format!(".{digest}.{}.{n}.tmp", std::process::id()))
     }
 
@@ -413,6 +417,17 @@ impl Compiler {
             bounds.timeout_ms,
         )
     }
+}
+
+/// A temporary file no compile can still be writing: older than the longest compile deadline.
+fn is_stale(entry: &std::fs::DirEntry) -> bool {
+    let deadline = Duration::from_millis(BUILT_IN_COMPILE_TIMEOUT_MS);
+    entry
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|modified| modified.elapsed().ok())
+        .is_some_and(|age| age > deadline)
 }
 
 /// Load an artifact of this compiler's. It is read into memory rather than mapped

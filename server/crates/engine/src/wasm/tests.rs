@@ -220,8 +220,19 @@ fn compiled_code_is_kept_on_disk_and_a_new_engine_loads_it_instead_of_compiling(
     assert!(artifacts(dir.path()).is_empty());
     third.compile(&wasm).unwrap();
     std::fs::write(dir.path().join("stale.0.cwasm"), b"x").unwrap();
-    std::fs::write(dir.path().join(".left.by.a.killed.compile.tmp"), b"x").unwrap();
+    // A temporary file another compile may be writing stays; one left by a killed compile long
+    // ago goes.
+    std::fs::write(dir.path().join(".being.written.now.tmp"), b"x").unwrap();
+    let stale = dir.path().join(".left.by.a.killed.compile.tmp");
+    std::fs::write(&stale, b"x").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+        .unwrap();
     assert_eq!(third.retain_compiled(&[&compiled.meta.digest]), 2);
+    std::fs::remove_file(dir.path().join(".being.written.now.tmp")).unwrap();
     assert_eq!(artifacts(dir.path()), files);
     assert_eq!(third.retain_compiled(&[]), 1);
     assert!(artifacts(dir.path()).is_empty());
