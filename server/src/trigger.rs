@@ -189,9 +189,16 @@ async fn evaluate_and_record(
         .expect("the evaluation semaphore is never closed");
     let (engine, registry) = (deps.engine.clone(), deps.registry.clone());
     let span = tracing::Span::current();
+    let metrics = deps.metrics.clone();
     let outcome = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        span.in_scope(|| run::execute(&engine, &registry, &spec, &snapshot, states))
+        // One descheduling cycle, as descheduler's loop duration measures it: every plugin of
+        // the profile over the snapshot, whatever the outcome (not the wait for a slot before
+        // it, nor recording its proposals after).
+        let cycle = Instant::now();
+        let result = span.in_scope(|| run::execute(&engine, &registry, &spec, &snapshot, states));
+        metrics.cycle_finished(cycle.elapsed().as_secs_f64());
+        result
     })
     .await;
 

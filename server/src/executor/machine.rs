@@ -24,6 +24,7 @@ use crate::backend::{
     BackendError, EvictedPod, EvictionCheck, EvictionRequest, EvictionResult, ReservationRequest,
     ReservationState,
 };
+use crate::metrics::{Eviction, EvictionOutcome};
 use rebalancer_store::pod_migrations::DONE_STEP;
 use rebalancer_store::{
     DecisionChange, DecisionStatus, MigrationChange, MigrationPhase, NewEvent, PodMigrationRecord,
@@ -871,17 +872,11 @@ async fn finish_eviction(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome,
     } else {
         (false, EvictionResult::NotFound)
     };
-    let profile = m.profile.as_str();
     match result {
         EvictionResult::Evicted | EvictionResult::NotFound => {
             if evicted_now && result == EvictionResult::Evicted {
-                deps.metrics.pod_evicted(
-                    "success",
-                    &m.plugin,
-                    profile,
-                    &m.pod_namespace,
-                    &m.source_node,
-                );
+                deps.metrics
+                    .pod_evicted(eviction(m, EvictionOutcome::Success));
                 record_limiters(deps, m);
             }
             let message = if result == EvictionResult::Evicted {
@@ -930,13 +925,8 @@ async fn finish_eviction(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome,
             Ok(progressed(applied))
         }
         EvictionResult::BlockedByPdb { pdb, message } => {
-            deps.metrics.pod_evicted(
-                "blocked",
-                &m.plugin,
-                profile,
-                &m.pod_namespace,
-                &m.source_node,
-            );
+            deps.metrics
+                .pod_evicted(eviction(m, EvictionOutcome::Blocked));
             // Back to the step before: retried (after the PDB check) until the TTL.
             let text = format!(
                 "failed to evict pod {}: blocked by PodDisruptionBudget {pdb} ({message}); retrying",
@@ -967,13 +957,8 @@ async fn finish_eviction(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome,
             })
         }
         EvictionResult::Refused { message } => {
-            deps.metrics.pod_evicted(
-                "error",
-                &m.plugin,
-                profile,
-                &m.pod_namespace,
-                &m.source_node,
-            );
+            deps.metrics
+                .pod_evicted(eviction(m, EvictionOutcome::Error));
             fail(
                 deps,
                 m,
@@ -983,6 +968,18 @@ async fn finish_eviction(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome,
             .await?;
             Ok(Outcome::Stopped)
         }
+    }
+}
+
+/// The metrics' view of an eviction of `m`'s pod.
+fn eviction(m: &PodMigrationRecord, outcome: EvictionOutcome) -> Eviction<'_> {
+    Eviction {
+        outcome,
+        strategy: &m.plugin,
+        profile: &m.profile,
+        plugin_set: &m.plugin_set,
+        namespace: &m.pod_namespace,
+        node: &m.source_node,
     }
 }
 

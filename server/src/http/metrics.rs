@@ -11,7 +11,9 @@ use super::error::{ApiError, Internal};
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Metrics in the Prometheus text format: runs, per-policy evaluation durations, proposals,
-/// decisions by status, evictions, pod migrations and snapshot pushes in progress.
+/// decisions by status, evictions, pod migrations and snapshot pushes in progress; descheduler
+/// v0.36's series (evictions, cycle and strategy durations, build info); the process's CPU,
+/// memory and file descriptors.
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses(
         (status = 200, description = "Prometheus text format 0.0.4", body = String,
@@ -22,6 +24,7 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
     let decisions = state.store.count_decisions_by_status().await?;
     let mut text = state.metrics.render(&decisions);
     state.snapshot_pushes.render_metrics(&mut text);
+    crate::metrics::process::render(&mut text);
     let mut response = text.into_response();
     response
         .headers_mut()

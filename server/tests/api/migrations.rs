@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::approval::proposals;
 use crate::support::{TestServer, assert_error, metric_sum};
 
-fn decision_of(decisions: &[Value], pod: &str) -> i64 {
+pub fn decision_of(decisions: &[Value], pod: &str) -> i64 {
     decisions
         .iter()
         .find(|d| d["pod"]["name"] == pod)
@@ -18,7 +18,7 @@ fn decision_of(decisions: &[Value], pod: &str) -> i64 {
         .unwrap()
 }
 
-async fn approve(server: &TestServer, decision: i64) -> i64 {
+pub async fn approve(server: &TestServer, decision: i64) -> i64 {
     let (status, body) = server
         .post_json(&format!("/api/v1/decisions/{decision}/approve"), &json!({}))
         .await;
@@ -27,7 +27,7 @@ async fn approve(server: &TestServer, decision: i64) -> i64 {
 }
 
 /// Poll a pod migration until `done` (20 s at most).
-async fn wait_for(server: &TestServer, id: i64, done: impl Fn(&Value) -> bool) -> Value {
+pub async fn wait_for(server: &TestServer, id: i64, done: impl Fn(&Value) -> bool) -> Value {
     let mut last = Value::Null;
     for _ in 0..200 {
         let (status, body) = server.get(&format!("/api/v1/pod-migrations/{id}")).await;
@@ -41,7 +41,7 @@ async fn wait_for(server: &TestServer, id: i64, done: impl Fn(&Value) -> bool) -
     panic!("pod migration {id} never got there: {last:#}");
 }
 
-fn finished(m: &Value) -> bool {
+pub fn finished(m: &Value) -> bool {
     matches!(
         m["phase"].as_str(),
         Some("Succeeded" | "Failed" | "Aborted")

@@ -95,9 +95,11 @@ pub struct PodMigrationRecord {
     pub finished_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
-    /// From the decision: the plugin that proposed it and the profile (for metrics).
+    /// From the decision: the plugin that proposed it, the stored profile and the plugin set
+    /// (the DeschedulerPolicy's `profiles[].name`) it ran in (for metrics).
     pub plugin: String,
     pub profile: String,
+    pub plugin_set: String,
     /// The decision's reason (why the pod is moved): the eviction's Event message.
     pub decision_reason: String,
     /// The profile's `gracePeriodSeconds`, if it sets one (read when the record is).
@@ -185,7 +187,8 @@ const COLUMNS: &str = "m.id, m.decision_id, m.cluster, m.pod_uid, m.pod_namespac
      m.mode, m.phase, m.step, m.status, m.reason, m.message, m.source_node, m.target_node, \
      m.reservation, m.reservation_released, m.new_pod_uid, m.new_pod_name, m.new_pod_node, \
      m.workload, m.ttl_ms, m.started_at, m.eviction_requested_at, m.evicted_at, m.finished_at, \
-     m.created_at, m.updated_at, d.plugin, d.profile, d.reason AS decision_reason, \
+     m.created_at, m.updated_at, d.plugin, d.profile, d.plugin_set, \
+     d.reason AS decision_reason, \
      json_extract(p.document, '$.gracePeriodSeconds') AS grace_period_seconds";
 const FROM: &str = "pod_migrations m JOIN decisions d ON d.id = m.decision_id \
      LEFT JOIN profiles p ON p.name = d.profile";
@@ -221,6 +224,7 @@ fn migration_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<PodMigrationRecor
         updated_at: row.try_get("updated_at")?,
         plugin: row.try_get("plugin")?,
         profile: row.try_get("profile")?,
+        plugin_set: row.try_get("plugin_set")?,
         decision_reason: row.try_get("decision_reason")?,
         grace_period_seconds: row
             .try_get::<Option<i64>, _>("grace_period_seconds")
