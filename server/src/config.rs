@@ -97,6 +97,15 @@ pub struct ServeArgs {
     #[arg(long, env = "REBALANCER_BODY_IDLE_TIMEOUT", default_value = DEFAULT_BODY_IDLE_TIMEOUT)]
     pub body_idle_timeout: String,
 
+    /// Let web pages from this origin (`https://portal.example.com`, scheme, host and port
+    /// only) call the API from a browser (CORS). Repeatable; none: CORS off.
+    #[arg(
+        long = "cors-allow-origin",
+        env = "REBALANCER_CORS_ALLOW_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub cors_allow_origins: Vec<String>,
+
     /// Largest policy module accepted at upload.
     #[arg(long, env = "REBALANCER_POLICY_MAX_MODULE_SIZE",
           default_value_t = ByteSize(SandboxLimits::default().max_module_bytes as u64))]
@@ -497,6 +506,8 @@ pub struct Settings {
     pub header_read_timeout: std::time::Duration,
     /// `--body-idle-timeout`: longest pause in a request body.
     pub body_idle_timeout: std::time::Duration,
+    /// `--cors-allow-origin`, each as a browser sends it in `Origin` (empty: CORS off).
+    pub cors_allow_origins: Vec<String>,
     pub sandbox: SandboxLimits,
     /// How modules are compiled: [`Settings::new`] compiles in process without a disk cache
     /// (tests, tools); the command line in a child process, cached beside the database.
@@ -509,6 +520,64 @@ pub struct Settings {
     pub proposal_ttl_ms: i64,
     /// Kubernetes clusters managed with the server's own credentials.
     pub kube: KubeSettings,
+}
+
+/// An origin as browsers send it in `Origin`: `scheme://host[:port]`, scheme and host in lower
+/// case, without the scheme's default port. Anything else is refused with the reason, so that
+/// a typo does not silently leave a portal without access.
+pub fn parse_origin(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    let example = "write it as scheme://host[:port], e.g. https://portal.example.com";
+    if text.is_empty() {
+        return Err(format!("an origin is empty: {example}"));
+    }
+    if text == "*" {
+        return Err(format!(
+            "`*` is not accepted: list the origin of each portal that may call the API ({example})"
+        ));
+    }
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return Err(format!("{text:?} has no scheme: {example}"));
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "https" => "443",
+        "http" => "80",
+        _ => return Err(format!("{text:?}: the scheme must be http or https")),
+    };
+    if let Some(at) = rest.find(['/', '?', '#']) {
+        return Err(format!(
+            "{text:?} has a path ({:?}), which an origin never has: {example}",
+            &rest[at..]
+        ));
+    }
+    if rest.contains('@') || !rest.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "{text:?}: an origin's host is plain ASCII, without user or spaces (write an \
+             international name in its xn-- form)"
+        ));
+    }
+    // `[::1]:8080` or `host:8080`: the port is after the last ':' outside brackets.
+    let (host, port) = match rest.rfind(':') {
+        Some(i) if !rest[i..].contains(']') => (&rest[..i], Some(&rest[i + 1..])),
+        _ => (rest, None),
+    };
+    if host.is_empty() || host == "[]" {
+        return Err(format!("{text:?} has no host: {example}"));
+    }
+    let mut origin = format!("{scheme}://{}", host.to_ascii_lowercase());
+    if let Some(port) = port {
+        match port.parse::<u16>() {
+            Ok(n) if n > 0 => {
+                if n.to_string() != default_port {
+                    origin.push(':');
+                    origin.push_str(&n.to_string());
+                }
+            }
+            _ => return Err(format!("{text:?}: the port {port:?} is not a port number")),
+        }
+    }
+    Ok(origin)
 }
 
 /// The least `--policy-compile-memory`: the compiler process maps the server binary and the
@@ -545,6 +614,7 @@ impl Settings {
             body_limit: DEFAULT_BODY_LIMIT.0 as usize,
             header_read_timeout: std::time::Duration::from_secs(10),
             body_idle_timeout: std::time::Duration::from_secs(30),
+            cors_allow_origins: Vec::new(),
             sandbox: SandboxLimits::default(),
             compile: CompileSettings::default(),
             max_concurrent_evaluations: default_parallelism(),
@@ -635,6 +705,16 @@ impl TryFrom<ServeArgs> for Settings {
             });
         }
         let kube = KubeSettings::from_args(&args)?;
+        let mut cors_allow_origins: Vec<String> = Vec::new();
+        for text in &args.cors_allow_origins {
+            let origin = parse_origin(text).map_err(|message| ConfigError {
+                flag: "cors-allow-origin",
+                message,
+            })?;
+            if !cors_allow_origins.contains(&origin) {
+                cors_allow_origins.push(origin);
+            }
+        }
         positive("policy-compile-timeout-ms", args.policy_compile_timeout_ms)?;
         positive(
             "policy-compile-concurrency",
@@ -686,6 +766,7 @@ impl TryFrom<ServeArgs> for Settings {
                 &args.header_read_timeout,
             )?,
             body_idle_timeout: positive_duration("body-idle-timeout", &args.body_idle_timeout)?,
+            cors_allow_origins,
             sandbox,
             max_concurrent_evaluations: match args.max_concurrent_evaluations {
                 0 => default_parallelism(),
@@ -1074,5 +1155,60 @@ mod tests {
             let err = parse(&argv).unwrap_err();
             assert!(err.contains(expected), "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn cors_origins_are_checked_and_written_as_browsers_send_them() {
+        assert!(
+            parse(&["rebalancer"])
+                .unwrap()
+                .cors_allow_origins
+                .is_empty()
+        );
+        let s = parse(&[
+            "rebalancer",
+            "--cors-allow-origin",
+            "https://Portal.Example.com",
+            "--cors-allow-origin",
+            "http://localhost:3000,https://portal.example.com:443",
+            "--cors-allow-origin",
+            "http://[::1]:8081",
+        ])
+        .unwrap();
+        assert_eq!(
+            s.cors_allow_origins,
+            [
+                "https://portal.example.com",
+                "http://localhost:3000",
+                "http://[::1]:8081"
+            ]
+        );
+        for (origin, expected) in [
+            ("http://a.example:80", Ok("http://a.example")),
+            ("https://a.example:8443", Ok("https://a.example:8443")),
+            ("http://[::1]", Ok("http://[::1]")),
+            ("*", Err("`*` is not accepted")),
+            ("portal.example.com", Err("has no scheme")),
+            ("ftp://portal.example.com", Err("must be http or https")),
+            ("https://portal.example.com/", Err("has a path")),
+            ("https://portal.example.com/ui?x", Err("has a path")),
+            ("https://user@portal.example.com", Err("without user")),
+            (
+                "https://portal.example.com:http",
+                Err("is not a port number"),
+            ),
+            ("https://portal.example.com:0", Err("is not a port number")),
+            ("https://", Err("has no host")),
+            ("https://bücher.example", Err("xn-- form")),
+            ("", Err("is empty")),
+        ] {
+            match (parse_origin(origin), expected) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{origin}"),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{origin}: {got}"),
+                (got, want) => panic!("{origin}: {got:?}, expected {want:?}"),
+            }
+        }
+        let err = parse(&["rebalancer", "--cors-allow-origin", "https://a.example/"]).unwrap_err();
+        assert!(err.starts_with("--cors-allow-origin: "), "{err}");
     }
 }

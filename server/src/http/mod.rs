@@ -3,8 +3,9 @@
 //! Owns: routes, status codes, the error shape ([`error::ApiError`]), body limits per route,
 //! the readiness gate of `/api/v1`, `/healthz`, `/readyz`, `/api-docs/openapi.json` and the
 //! Swagger UI at `/docs` (assets embedded, works offline), the request span (method and path,
-//! never the query string), and serving connections with read timeouts ([`serve`]). Every
-//! route is registered through `utoipa_axum::routes!`, so none goes undocumented.
+//! never the query string), CORS for other origins' pages ([`cors`]), and serving connections
+//! with read timeouts ([`serve`]). Every route is registered through `utoipa_axum::routes!`, so
+//! none goes undocumented.
 //! Must not: hold SQL or domain rules; handlers parse the request, call a stage (`ingest`,
 //! `trigger`, `approval`, `executor`) or the store, and map the result. Nothing outside `http`
 //! but `app` (which starts the router) imports this module.
@@ -17,6 +18,7 @@
 pub mod audit;
 pub mod auth;
 pub mod clusters;
+pub mod cors;
 pub mod decisions;
 pub mod docs;
 pub mod error;
@@ -245,7 +247,8 @@ pub fn router(state: AppState) -> Router {
     auth::document_roles(&mut openapi);
     document_body_timeouts(&mut openapi);
     docs::complete(&mut openapi);
-    router
+    let origins = state.settings.cors_allow_origins.clone();
+    let router = router
         .merge(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, openapi))
         // The web UI (`/`, `/ui/*`): public static files, outside `/api/v1` and its auth.
         .merge(ui::router())
@@ -260,7 +263,9 @@ pub fn router(state: AppState) -> Router {
                 .on_response(DefaultOnResponse::new().level(Level::DEBUG))
                 .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
         )
-        .with_state(state)
+        .with_state(state);
+    // Outermost: a preflight is answered before routing, readiness and authorization.
+    cors::allow(router, &origins)
 }
 
 /// The span of a request: its method and path, never the query string (which may carry

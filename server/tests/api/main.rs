@@ -14,6 +14,7 @@ mod backend;
 mod binary;
 mod clusters;
 mod compile;
+mod cors;
 mod crash;
 mod docs;
 mod fuzz;
