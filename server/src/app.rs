@@ -8,6 +8,9 @@
 //! Must not: hold SQL (that is `store`), stage logic (snapshot ingest is `ingest`) or build
 //! HTTP responses (that is `http`).
 //!
+//! With `--tls-cert`/`--tls-key` the listener speaks TLS only; the files are read before the
+//! database is opened, so a bad certificate stops the start at once.
+//!
 //! The HTTP listener is up from the start so `/healthz` and `/readyz` answer during start-up;
 //! `/api/v1` answers 503 until the server is ready.
 
@@ -99,6 +102,13 @@ pub async fn spawn_with_backend(
     backend: Option<Arc<dyn crate::backend::Backend>>,
 ) -> anyhow::Result<Server> {
     let settings = Arc::new(settings);
+    // Before anything else: a certificate that cannot be served stops the start at once.
+    let tls = match &settings.tls {
+        Some(files) => Some(tokio_rustls::TlsAcceptor::from(
+            crate::http::tls::server_config(files)?,
+        )),
+        None => None,
+    };
     let store = Store::open(&settings.database)
         .await
         .with_context(|| format!("opening the database {}", settings.database.display()))?;
@@ -194,7 +204,7 @@ pub async fn spawn_with_backend(
         .await
         .with_context(|| format!("listening on {}", settings.listen))?;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, database = %settings.database.display(), "listening");
+    tracing::info!(%addr, tls = tls.is_some(), database = %settings.database.display(), "listening");
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let router = crate::http::router(state.clone());
@@ -203,7 +213,7 @@ pub async fn spawn_with_backend(
         router,
         runs,
         pod_migrations,
-        listener,
+        (listener, tls),
         shutdown_rx,
     ));
     Ok(Server {
@@ -258,7 +268,7 @@ async fn supervise(
     router: axum::Router,
     runs: trigger::Deps,
     pod_migrations: executor::Deps,
-    listener: tokio::net::TcpListener,
+    (listener, tls): (tokio::net::TcpListener, Option<tokio_rustls::TlsAcceptor>),
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let (stop_serving, stop_rx) = watch::channel(false);
@@ -266,7 +276,7 @@ async fn supervise(
         head: core.settings.header_read_timeout,
         body_idle: core.settings.body_idle_timeout,
     };
-    let serve = crate::http::serve::serve(listener, router, timeouts, wait_true(stop_rx));
+    let serve = crate::http::serve::serve(listener, router, timeouts, tls, wait_true(stop_rx));
     let mut serve = std::pin::pin!(serve);
     // Start-up and the scheduler are boxed so that they can be dropped as soon as serving
     // stops: a future that is no longer polled but still alive keeps whatever it holds at its

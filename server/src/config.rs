@@ -97,6 +97,15 @@ pub struct ServeArgs {
     #[arg(long, env = "REBALANCER_BODY_IDLE_TIMEOUT", default_value = DEFAULT_BODY_IDLE_TIMEOUT)]
     pub body_idle_timeout: String,
 
+    /// Serve HTTPS with this certificate chain (PEM, the server's certificate first); needs
+    /// --tls-key. The listener then speaks TLS only.
+    #[arg(long, env = "REBALANCER_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of --tls-cert's certificate (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "REBALANCER_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+
     /// Let web pages from this origin (`https://portal.example.com`, scheme, host and port
     /// only) call the API from a browser (CORS). Repeatable; none: CORS off.
     #[arg(
@@ -506,6 +515,8 @@ pub struct Settings {
     pub header_read_timeout: std::time::Duration,
     /// `--body-idle-timeout`: longest pause in a request body.
     pub body_idle_timeout: std::time::Duration,
+    /// `--tls-cert` and `--tls-key`: serve HTTPS (files read at start-up by `app`).
+    pub tls: Option<TlsFiles>,
     /// `--cors-allow-origin`, each as a browser sends it in `Origin` (empty: CORS off).
     pub cors_allow_origins: Vec<String>,
     pub sandbox: SandboxLimits,
@@ -520,6 +531,35 @@ pub struct Settings {
     pub proposal_ttl_ms: i64,
     /// Kubernetes clusters managed with the server's own credentials.
     pub kube: KubeSettings,
+}
+
+/// The PEM files of `--tls-cert` and `--tls-key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl TlsFiles {
+    /// Both flags or neither.
+    fn from_args(
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+    ) -> Result<Option<TlsFiles>, ConfigError> {
+        let missing = |flag: &'static str, other: &str| ConfigError {
+            flag,
+            message: format!(
+                "is needed with --{other}: give both the certificate chain (--tls-cert) and its \
+                 private key (--tls-key), or neither for plain HTTP"
+            ),
+        };
+        match (cert, key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsFiles { cert, key })),
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(missing("tls-key", "tls-cert")),
+            (None, Some(_)) => Err(missing("tls-cert", "tls-key")),
+        }
+    }
 }
 
 /// An origin as browsers send it in `Origin`: `scheme://host[:port]`, scheme and host in lower
@@ -614,6 +654,7 @@ impl Settings {
             body_limit: DEFAULT_BODY_LIMIT.0 as usize,
             header_read_timeout: std::time::Duration::from_secs(10),
             body_idle_timeout: std::time::Duration::from_secs(30),
+            tls: None,
             cors_allow_origins: Vec::new(),
             sandbox: SandboxLimits::default(),
             compile: CompileSettings::default(),
@@ -705,6 +746,7 @@ impl TryFrom<ServeArgs> for Settings {
             });
         }
         let kube = KubeSettings::from_args(&args)?;
+        let tls = TlsFiles::from_args(args.tls_cert.clone(), args.tls_key.clone())?;
         let mut cors_allow_origins: Vec<String> = Vec::new();
         for text in &args.cors_allow_origins {
             let origin = parse_origin(text).map_err(|message| ConfigError {
@@ -766,6 +808,7 @@ impl TryFrom<ServeArgs> for Settings {
                 &args.header_read_timeout,
             )?,
             body_idle_timeout: positive_duration("body-idle-timeout", &args.body_idle_timeout)?,
+            tls,
             cors_allow_origins,
             sandbox,
             max_concurrent_evaluations: match args.max_concurrent_evaluations {
@@ -1155,6 +1198,36 @@ mod tests {
             let err = parse(&argv).unwrap_err();
             assert!(err.contains(expected), "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn tls_files_come_in_pairs() {
+        assert_eq!(parse(&["rebalancer"]).unwrap().tls, None);
+        let s = parse(&[
+            "rebalancer",
+            "--tls-cert",
+            "/etc/tls/crt.pem",
+            "--tls-key",
+            "/etc/tls/key.pem",
+        ])
+        .unwrap();
+        assert_eq!(
+            s.tls,
+            Some(TlsFiles {
+                cert: "/etc/tls/crt.pem".into(),
+                key: "/etc/tls/key.pem".into()
+            })
+        );
+        let err = parse(&["rebalancer", "--tls-cert", "/etc/tls/crt.pem"]).unwrap_err();
+        assert!(
+            err.starts_with("--tls-key: is needed with --tls-cert"),
+            "{err}"
+        );
+        let err = parse(&["rebalancer", "--tls-key", "/etc/tls/key.pem"]).unwrap_err();
+        assert!(
+            err.starts_with("--tls-cert: is needed with --tls-key"),
+            "{err}"
+        );
     }
 
     #[test]

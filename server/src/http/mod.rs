@@ -4,8 +4,8 @@
 //! the readiness gate of `/api/v1`, `/healthz`, `/readyz`, `/api-docs/openapi.json` and the
 //! Swagger UI at `/docs` (assets embedded, works offline), the request span (method and path,
 //! never the query string), CORS for other origins' pages ([`cors`]), and serving connections
-//! with read timeouts ([`serve`]). Every route is registered through `utoipa_axum::routes!`, so
-//! none goes undocumented.
+//! with read timeouts, over TLS when configured ([`serve`], [`tls`]). Every route is registered
+//! through `utoipa_axum::routes!`, so none goes undocumented.
 //! Must not: hold SQL or domain rules; handlers parse the request, call a stage (`ingest`,
 //! `trigger`, `approval`, `executor`) or the store, and map the result. Nothing outside `http`
 //! but `app` (which starts the router) imports this module.
@@ -34,6 +34,7 @@ pub mod runs;
 pub mod schedules;
 pub mod serve;
 pub mod state;
+pub mod tls;
 pub mod tokens;
 pub mod ui;
 

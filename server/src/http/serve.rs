@@ -8,6 +8,10 @@
 //! ([`IdleTimeoutBody`]; the handler reading it answers `408 body_timeout` and the connection
 //! is closed). A client that trickles its head or its body therefore cannot hold a connection
 //! open indefinitely.
+//! With TLS ([`tls`](super::tls)), each connection's handshake runs in the connection's own task
+//! and must finish within [`ReadTimeouts::head`] too; then the same HTTP/1 settings apply to the
+//! decrypted stream. A client that speaks plain HTTP to a TLS listener is answered one `400`
+//! saying so, in plain text, and the connection is closed.
 //! Must not: route, authorize or answer requests itself — that is the router's.
 
 use std::future::Future;
@@ -19,8 +23,10 @@ use axum::Router;
 use axum::body::Bytes;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
 /// How long the server waits for what a client sends (`--header-read-timeout`,
@@ -34,12 +40,13 @@ pub struct ReadTimeouts {
     pub body_idle: Duration,
 }
 
-/// Serve `router` on `listener` until `shutdown` completes, then stop accepting, let the
-/// requests in progress finish and return once every connection has closed.
+/// Serve `router` on `listener` (over TLS with `tls`) until `shutdown` completes, then stop
+/// accepting, let the requests in progress finish and return once every connection has closed.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     timeouts: ReadTimeouts,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     // `stop` tells connections to finish; every connection task holds a `done` receiver, so
@@ -63,13 +70,22 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(
-            stream,
-            router.clone(),
-            timeouts,
-            stop_rx.clone(),
-            done_rx.clone(),
-        ));
+        let (router, stop, done) = (router.clone(), stop_rx.clone(), done_rx.clone());
+        match &tls {
+            None => {
+                tokio::spawn(serve_connection(stream, router, timeouts, stop, done));
+            }
+            Some(acceptor) => {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    if let Some(stream) =
+                        handshake(acceptor, stream, timeouts.head, stop.clone()).await
+                    {
+                        serve_connection(stream, router, timeouts, stop, done).await;
+                    }
+                });
+            }
+        }
     }
     drop(listener);
     let _ = stop_tx.send(true);
@@ -77,13 +93,73 @@ pub async fn serve(
     done_tx.closed().await;
 }
 
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
+/// The first byte of a TLS connection: a handshake record.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// What a plain-HTTP client of a TLS listener is told before the connection closes.
+const PLAIN_HTTP_BODY: &str = "This server speaks HTTPS only: use an https:// address.\n";
+
+fn plain_http_answer() -> String {
+    format!(
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n{PLAIN_HTTP_BODY}",
+        PLAIN_HTTP_BODY.len()
+    )
+}
+
+/// Complete the TLS handshake of `stream` within `limit` (counted from the connection), or
+/// give up on it: `None` when it failed, took too long, or the server is stopping.
+async fn handshake(
+    acceptor: TlsAcceptor,
+    mut stream: TcpStream,
+    limit: Duration,
+    mut stop: watch::Receiver<bool>,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let work = async {
+        // A client that sends plain HTTP gets told, instead of a TLS alert it cannot read.
+        let mut first = [0u8; 1];
+        let n = stream.peek(&mut first).await.ok()?;
+        if n == 1 && first[0] != TLS_HANDSHAKE_RECORD {
+            // Read the request first and drain what follows before closing: closing a socket
+            // with unread data resets it, and the client might lose the answer.
+            let mut buffer = [0u8; 4096];
+            let _ = stream.read(&mut buffer).await;
+            let _ = stream.write_all(plain_http_answer().as_bytes()).await;
+            let _ = stream.shutdown().await;
+            while matches!(stream.read(&mut buffer).await, Ok(n) if n > 0) {}
+            tracing::debug!("plain HTTP on the TLS listener: answered 400 and closed");
+            return None;
+        }
+        match acceptor.accept(stream).await {
+            Ok(stream) => Some(stream),
+            Err(e) => {
+                // Scanners, clients that do not trust the certificate: routine.
+                tracing::debug!(error = %e, "TLS handshake failed");
+                None
+            }
+        }
+    };
+    let stopping = async move {
+        let _ = stop.wait_for(|stop| *stop).await;
+    };
+    tokio::select! {
+        done = tokio::time::timeout(limit, work) => done.unwrap_or_else(|_| {
+            tracing::debug!(limit = %humantime(limit), "TLS handshake took too long; connection closed");
+            None
+        }),
+        () = stopping => None,
+    }
+}
+
+async fn serve_connection<S>(
+    stream: S,
     router: Router,
     timeouts: ReadTimeouts,
     mut stop: watch::Receiver<bool>,
     _done: watch::Receiver<()>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let request = request.map(|body| IdleTimeoutBody::new(body, timeouts.body_idle));
         router.clone().oneshot(request)

@@ -29,5 +29,6 @@ mod profiles;
 mod restart;
 mod runs;
 mod timeouts;
+mod tls;
 mod triggers;
 mod ui;

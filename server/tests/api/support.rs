@@ -89,10 +89,15 @@ impl TestServer {
     async fn start_in(dir: tempfile::TempDir, configure: Configure) -> TestServer {
         let mut settings = test_settings(&dir);
         configure(&mut settings);
+        let scheme = if settings.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let mut server = app::spawn(settings).await.expect("the server starts");
         server.wait_ready().await.expect("the server gets ready");
         TestServer {
-            base: format!("http://{}", server.addr),
+            base: format!("{scheme}://{}", server.addr),
             server: Some(server),
             client: client_with_token(ADMIN_TOKEN),
             dir,
