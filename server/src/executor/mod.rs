@@ -95,6 +95,8 @@ impl Default for Executor {
     }
 }
 
+/// The armed fault point, in builds with the `fault-injection` feature (the crash tests').
+#[cfg(feature = "fault-injection")]
 fn fault_from_env() -> Option<String> {
     let value = std::env::var(FAULT_ENV).ok()?;
     match value.strip_prefix("abort-after:") {
@@ -110,6 +112,18 @@ fn fault_from_env() -> Option<String> {
             None
         }
     }
+}
+
+/// Release and ordinary builds cannot be made to abort: the variable is only reported.
+#[cfg(not(feature = "fault-injection"))]
+fn fault_from_env() -> Option<String> {
+    if std::env::var_os(FAULT_ENV).is_some() {
+        tracing::warn!(
+            "{FAULT_ENV} is set, but this build has no fault injection (a test-only cargo \
+             feature); ignored"
+        );
+    }
+    None
 }
 
 impl Executor {
@@ -150,12 +164,16 @@ impl Executor {
         self.wake();
     }
 
-    /// Abort the process if fault injection is armed for `point` (crash tests only).
+    /// Abort the process if fault injection is armed for `point` (crash tests only: without
+    /// the `fault-injection` feature this is nothing).
     fn fault(&self, point: &str) {
+        #[cfg(feature = "fault-injection")]
         if self.inner.fault.as_deref() == Some(point) {
             tracing::error!(point, "fault injection: aborting the process");
             std::process::abort();
         }
+        #[cfg(not(feature = "fault-injection"))]
+        let _ = point;
     }
 }
 

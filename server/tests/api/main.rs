@@ -27,6 +27,7 @@ mod policies;
 mod profiles;
 mod restart;
 mod runs;
+mod shutdown;
 mod timeouts;
 mod triggers;
 mod ui;
