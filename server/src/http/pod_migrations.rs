@@ -248,8 +248,7 @@ pub async fn abort_pod_migration(
         .map_err(|e| ApiError::internal("abort task failed", e))?
 }
 
-/// Audit vocabulary of the arbitration knobs (alongside `crate::audit::action`).
-const ARBITRATION_PUT: &str = "arbitration.put";
+/// Audit object kind of the arbitration knobs.
 const ARBITRATION_KIND: &str = "arbitration";
 
 /// The arbitration knobs in force (Koordinator's MigrationControllerArgs names and defaults).
@@ -295,7 +294,7 @@ pub async fn put_arbitration(
             audit::record(
                 &state.store,
                 &actor,
-                ARBITRATION_PUT,
+                crate::audit::action::ARBITRATION_PUT,
                 ARBITRATION_KIND,
                 "arbitration",
                 Some(json),
