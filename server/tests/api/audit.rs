@@ -188,18 +188,7 @@ async fn the_audit_log_cannot_be_altered() {
 async fn auto_approve_rules_and_arbitration_knobs_are_recorded() {
     let server = TestServer::start().await;
     server
-        .put_profile(
-            "lifetime",
-            &json!({
-                "apiVersion": "descheduler/v1alpha2",
-                "kind": "DeschedulerPolicy",
-                "profiles": [{
-                    "name": "old",
-                    "pluginConfig": [{"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 60}}],
-                    "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}}
-                }]
-            }),
-        )
+        .put_profile("lifetime", &crate::support::lifetime_profile())
         .await;
     let rules = json!({"rules": [{"name": "web-pods", "plugins": ["PodLifeTime"], "namespaces": ["shop"]}]});
     let (status, body) = server

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::{ADMIN_TOKEN, TestServer, client_with_token, small_cluster};
+use crate::support::{ADMIN_TOKEN, TestServer, client_with_token, lifetime_profile, small_cluster};
 
 /// Stops in a row. Each is preceded by a start on the same database.
 const ROUNDS: u64 = 200;
@@ -70,20 +70,7 @@ async fn keep_busy(base: String, worker: u64) -> u64 {
 async fn stopping_with_runs_approvals_and_pod_migrations_in_flight_always_finishes() {
     let mut server = TestServer::start().await;
     server.push("east", &small_cluster()).await;
-    server
-        .put_profile(
-            "lifetime",
-            &json!({
-                "apiVersion": "descheduler/v1alpha2",
-                "kind": "DeschedulerPolicy",
-                "profiles": [{
-                    "name": "old",
-                    "pluginConfig": [{"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 60}}],
-                    "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}}
-                }]
-            }),
-        )
-        .await;
+    server.put_profile("lifetime", &lifetime_profile()).await;
     let (status, body) = server
         .post_json(
             "/api/v1/schedules",
