@@ -80,6 +80,8 @@ struct Inner {
     config: RwLock<ArbitrationConfig>,
     limiters: StdMutex<ObjectLimiters>,
     evictions: StdMutex<TokenBucket>,
+    /// The armed fault point (`REBALANCER_FAULT`); only in builds with fault injection.
+    #[cfg(feature = "fault-injection")]
     fault: Option<String>,
     /// uid → pod row, per cluster, for the snapshot revision it was built from.
     pod_index: StdMutex<HashMap<String, (u64, PodIndex)>>,
@@ -91,7 +93,7 @@ struct Inner {
 
 impl Default for Executor {
     fn default() -> Self {
-        Executor::new(fault_from_env())
+        Executor::new()
     }
 }
 
@@ -116,18 +118,19 @@ fn fault_from_env() -> Option<String> {
 
 /// Release and ordinary builds cannot be made to abort: the variable is only reported.
 #[cfg(not(feature = "fault-injection"))]
-fn fault_from_env() -> Option<String> {
+fn warn_if_fault_requested() {
     if std::env::var_os(FAULT_ENV).is_some() {
         tracing::warn!(
             "{FAULT_ENV} is set, but this build has no fault injection (a test-only cargo \
              feature); ignored"
         );
     }
-    None
 }
 
 impl Executor {
-    pub fn new(fault: Option<String>) -> Executor {
+    pub fn new() -> Executor {
+        #[cfg(not(feature = "fault-injection"))]
+        warn_if_fault_requested();
         let config = ArbitrationConfig::default();
         Executor {
             inner: Arc::new(Inner {
@@ -136,7 +139,8 @@ impl Executor {
                 evictions: StdMutex::new(TokenBucket::full(config.evict_burst, now_ms())),
                 config: RwLock::new(config),
                 limiters: StdMutex::new(ObjectLimiters::default()),
-                fault,
+                #[cfg(feature = "fault-injection")]
+                fault: fault_from_env(),
                 pod_index: StdMutex::new(HashMap::new()),
                 workload_index: StdMutex::new(HashMap::new()),
                 last_sweep: StdMutex::new(0),

@@ -25,6 +25,23 @@ use rebalancer_cluster::{self as cluster, ClusterSnapshot, IngestWarning, NodeUt
 use rebalancer_store::{ClusterDeletion, ClusterRecord};
 
 /// A cluster and the state it holds.
+/// The body of a snapshot push, as the OpenAPI document describes it (the server reads the
+/// List itself, item by item; this type only documents it). Other top-level fields
+/// (`apiVersion`, `metadata`) are ignored, whatever they hold.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct SnapshotList {
+    /// `List`, or any kind ending in `List` (`PodList`…); a single object is refused.
+    #[schema(pattern = "List$", nullable = false)]
+    kind: Option<String>,
+    /// Every object of the cluster: Nodes, Pods, Namespaces, PodDisruptionBudgets,
+    /// PriorityClasses, PersistentVolumeClaims, controllers and Koordinator's objects. Kinds
+    /// the server does not model are counted and ignored.
+    #[schema(value_type = Vec<Object>)]
+    items: Vec<serde_json::Value>,
+}
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterView {
@@ -181,10 +198,9 @@ fn view(state: &AppState, record: ClusterRecord) -> Result<ClusterView, ApiError
             and ending with a letter or digit)", min_length = 1, max_length = 63,
             pattern = "^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"),
         SnapshotQuery),
-    request_body(description = "A v1 List of Kubernetes objects, or one object. In YAML, \
-        documents separated by `---` are read one after the other, and an empty (null) document \
-        holds no objects",
-        content((Object = "application/json"), (Option<Object> = "application/yaml"))),
+    request_body(description = "One v1 List of the cluster's Kubernetes objects (what \
+        `kubectl get nodes,pods,… -A -o json` prints), as JSON or as one YAML document",
+        content((SnapshotList = "application/json"), (SnapshotList = "application/yaml"))),
     responses(
         (status = 201, description = "Cluster created", body = SnapshotResult),
         (status = 200, description = "State replaced", body = SnapshotResult),
