@@ -160,6 +160,11 @@ fn api_routes(body_limit: usize) -> OpenApiRouter<AppState> {
             pod_migrations::put_arbitration
         ))
         .routes(utoipa_axum::routes!(
+            pod_migrations::get_cluster_arbitration,
+            pod_migrations::put_cluster_arbitration,
+            pod_migrations::delete_cluster_arbitration
+        ))
+        .routes(utoipa_axum::routes!(
             schedules::create_schedule,
             schedules::list_schedules
         ))
@@ -334,6 +339,7 @@ mod tests {
             "/api/v1/pod-migrations/{id}",
             "/api/v1/pod-migrations/{id}/abort",
             "/api/v1/arbitration",
+            "/api/v1/clusters/{name}/arbitration",
             "/metrics",
             "/api/v1/schedules",
             "/api/v1/schedules/{id}",
@@ -346,6 +352,6 @@ mod tests {
                 "{path} missing: {paths:?}"
             );
         }
-        assert_eq!(paths.len(), 29, "{paths:?}");
+        assert_eq!(paths.len(), 30, "{paths:?}");
     }
 }
