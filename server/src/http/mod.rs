@@ -100,8 +100,9 @@ impl utoipa::Modify for BearerAuth {
                     .description(Some(
                         "An API token (`rb_…`), required on every /api/v1 call. Roles: viewer \
                          (read), approver (viewer + approve/reject decisions, abort pod \
-                         migrations), admin (everything). Missing or invalid → 401; role too \
-                         low → 403. The first start prints an admin token (or set \
+                         migrations), operator (viewer + push snapshots, start runs, manage \
+                         schedules), admin (everything). Missing, invalid or expired → 401; \
+                         role not allowed → 403. The first start prints an admin token (or set \
                          REBALANCER_ADMIN_TOKEN); create more with POST /api/v1/tokens.",
                     ))
                     .build(),

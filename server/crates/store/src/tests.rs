@@ -735,3 +735,67 @@ async fn arbitration_knobs_global_and_per_cluster_go_with_the_cluster() {
         None
     );
 }
+
+/// Migration 0007 rebuilds `api_tokens` (the `operator` role in its CHECK, `expires_at`): a
+/// database migrated before it keeps its tokens, ids and all, and they never expire.
+#[tokio::test]
+async fn tokens_survive_the_api_tokens_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = dir.path().join("before-0007");
+    std::fs::create_dir(&before).unwrap();
+    let all = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../migrations");
+    for entry in std::fs::read_dir(&all).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if name.as_str() < "0007" {
+            std::fs::copy(&path, before.join(&name)).unwrap();
+        }
+    }
+    let file = dir.path().join("old.db");
+    {
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&file)
+            .create_if_missing(true);
+        let pool = SqlitePool::connect_with(options).await.unwrap();
+        sqlx::migrate::Migrator::new(before.as_path())
+            .await
+            .unwrap()
+            .run(&pool)
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO api_tokens (id, name, role, token_hash, origin, created_by, created_at) \
+             VALUES (7, 'on-call', 'approver', 'h-on-call', 'api', 'admin', 1000)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+    }
+    let store = Store::open(&file).await.unwrap();
+    let token = store.token_by_hash("h-on-call").await.unwrap().unwrap();
+    assert_eq!(
+        (token.id, token.name.as_str(), token.role, token.expires_at),
+        (7, "on-call", Role::Approver, None)
+    );
+    assert_eq!(token.created_by.as_deref(), Some("admin"));
+    store
+        .insert_token(&NewToken {
+            name: "ci",
+            role: Role::Operator,
+            hash: "h-ci",
+            origin: TokenOrigin::Api,
+            created_by: None,
+            expires_at: Some(2_000),
+        })
+        .await
+        .unwrap();
+    let roles: Vec<Role> = store
+        .list_tokens()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.role)
+        .collect();
+    assert_eq!(roles, [Role::Approver, Role::Operator]);
+}
