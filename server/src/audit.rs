@@ -31,6 +31,7 @@ pub mod action {
     pub const POD_MIGRATION_ABORT: &str = "pod-migration.abort";
     pub const PROFILE_AUTO_APPROVE: &str = "profile.auto-approve";
     pub const ARBITRATION_PUT: &str = "arbitration.put";
+    pub const ARBITRATION_DELETE: &str = "arbitration.delete";
 
     /// Every action the API records (docs/api.md lists them; a test compares).
     pub const ALL: &[&str] = &[
@@ -50,6 +51,7 @@ pub mod action {
         DECISION_REJECT,
         POD_MIGRATION_ABORT,
         ARBITRATION_PUT,
+        ARBITRATION_DELETE,
     ];
 }
 

@@ -333,10 +333,12 @@ pub struct ClusterDeleted {
     pub schedules_deleted: Vec<i64>,
     /// Its open proposals, marked expired.
     pub decisions_expired: u64,
+    /// Whether it had arbitration knobs of its own (they went with it).
+    pub arbitration_config_deleted: bool,
 }
 
-/// Delete a pushed cluster: its state, its policy state (cooldowns, detectors) and the
-/// schedules that run on it; its open proposals are marked expired. Runs, decisions and pod
+/// Delete a pushed cluster: its state, its policy state (cooldowns, detectors), its own
+/// arbitration knobs and the schedules that run on it; its open proposals are marked expired. Runs, decisions and pod
 /// migrations stay, as history under the cluster's name. Refused for a Kubernetes cluster this
 /// server watches (remove it from `--kube-cluster` instead) and while one of its pod
 /// migrations is unfinished.
@@ -367,7 +369,17 @@ pub async fn delete_cluster(
     }
     let delete = {
         let (state, name, actor) = (state.clone(), name.clone(), actor.name.clone());
-        async move { state.ingest.delete_cluster(&name, &actor).await }
+        async move {
+            let executor = &state.pod_migrations.executor;
+            let _knobs = executor.knobs_lock().await;
+            let outcome = state.ingest.delete_cluster(&name, &actor).await?;
+            if let ClusterDeletion::Deleted(d) = &outcome
+                && d.arbitration_config
+            {
+                executor.set_cluster_config(&name, None);
+            }
+            Ok::<_, rebalancer_store::StoreError>(outcome)
+        }
     };
     let outcome = state
         .in_flight
@@ -398,6 +410,7 @@ pub async fn delete_cluster(
         policy_state_scopes: deleted.policy_state_scopes,
         schedules_deleted: deleted.schedules,
         decisions_expired: deleted.expired_decisions,
+        arbitration_config_deleted: deleted.arbitration_config,
     };
     audit::record(
         &state.store,

@@ -109,7 +109,7 @@ async fn mutations_are_recorded_with_who_what_and_which_object() {
     assert_eq!(items[5]["object"], json!({"kind": "policy", "id": policy}));
     assert_eq!(
         items[1]["detail"],
-        json!({"name": "viewer", "role": "viewer"})
+        json!({"name": "viewer", "role": "viewer", "expiresAt": null})
     );
     assert_eq!(items[0]["object"]["id"], viewer_id.to_string());
 
