@@ -393,7 +393,11 @@ pub fn parse_args<P: Policy>(args: &str) -> Result<P::Args, Vec<ArgError>> {
     let parsed: P::Args = if trimmed.is_empty() || trimmed == "null" {
         P::Args::default()
     } else {
-        serde_json::from_str(trimmed).map_err(|e| vec![serde_arg_error(&e)])?
+        let mut de = serde_json::Deserializer::from_str(trimmed);
+        let parsed = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| vec![serde_arg_error(&e.path().to_string(), e.inner())])?;
+        de.end().map_err(|e| vec![serde_arg_error("", &e)])?;
+        parsed
     };
     let errors = P::validate(&parsed);
     if errors.is_empty() {
@@ -403,16 +407,20 @@ pub fn parse_args<P: Policy>(args: &str) -> Result<P::Args, Vec<ArgError>> {
     }
 }
 
-/// An args error. serde's message is kept ("invalid type: string \"x\", expected u32",
-/// "unknown field `foo`, expected one of …") without its "at line 1 column 27": a position in the
-/// compact args text the host serialised, which the person who wrote the document never saw.
-fn serde_arg_error(e: &serde_json::Error) -> ArgError {
+/// An args error at the field it is about (`thresholds.cpu`, `namespaces.include[2]`; empty for
+/// the args as a whole), so the host can place it in the document that was sent. serde's message
+/// is kept ("invalid type: string \"x\", expected u32", "unknown field `foo`, expected one of …")
+/// without its "at line 1 column 27": a position in the compact args text the host serialised,
+/// which the person who wrote the document never saw.
+fn serde_arg_error(path: &str, e: &serde_json::Error) -> ArgError {
     let message = e.to_string();
     let message = match message.rfind(" at line ") {
         Some(at) => message[..at].to_string(),
         None => message,
     };
-    ArgError::new("", message)
+    // serde_path_to_error writes the empty path as ".".
+    let path = if path == "." { "" } else { path };
+    ArgError::new(path, message)
 }
 
 /// Run one extension point of `P` against a context: parse + validate args, then dispatch.

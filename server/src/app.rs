@@ -343,17 +343,33 @@ async fn supervise(
         executor.await;
     }
     core.ready.store(false, Ordering::Release);
+    tracing::debug!("shutdown: serving and the executor have stopped");
     // Hand the Leases back so another server can act at once instead of after their duration.
     core.managed.stop().await;
     // Let detached writes finish before the database closes.
     core.in_flight.drain().await;
-    core.store.close().await;
+    tracing::debug!("shutdown: detached work has finished");
+    // Every task that used the database has ended, so the pool gets every connection back at
+    // once. Should one still be held (a bug: a future kept alive without being polled), say
+    // so and stop anyway instead of waiting forever: each write was committed on its own.
+    if tokio::time::timeout(STORE_CLOSE_BOUND, core.store.close())
+        .await
+        .is_err()
+    {
+        tracing::error!(
+            waited = ?STORE_CLOSE_BOUND,
+            "shutdown: a database connection was not given back; stopping without it"
+        );
+    }
     tracing::info!("stopped");
     match failure {
         Some(e) => Err(e),
         None => Ok(()),
     }
 }
+
+/// How long shutdown waits for the database pool to get its connections back.
+const STORE_CLOSE_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn wait_true(mut rx: watch::Receiver<bool>) {
     // A dropped sender also means stop.

@@ -21,7 +21,7 @@ use crate::auth::Principal;
 use crate::executor::Executor;
 use rebalancer_cluster::Clusters;
 use rebalancer_store::{
-    Approval, BulkApproval, DecisionFilter, DecisionRecord, MigrationTemplate, RunRecord, Store,
+    Approval, BulkApproval, DecisionFilter, DecisionRecord, MigrationTemplates, RunRecord, Store,
     StoreError, now_ms,
 };
 use serde_json::{Value, json};
@@ -203,13 +203,9 @@ impl Deps {
         now_ms() - self.proposal_ttl_ms
     }
 
-    /// How a new pod migration starts (mode and TTL from the knobs in force).
-    fn template(&self) -> (String, i64) {
-        let config = self.executor.config();
-        (
-            config.default_job_mode.as_str().to_string(),
-            config.ttl_ms(),
-        )
+    /// How new pod migrations start: mode and TTL from the knobs in force in their cluster.
+    fn templates(&self) -> MigrationTemplates {
+        self.executor.templates()
     }
 }
 
@@ -265,7 +261,7 @@ pub async fn approve(
     actor: &Principal,
     comment: Option<String>,
 ) -> Result<Approved, ApprovalError> {
-    let (mode, ttl_ms) = deps.template();
+    let templates = deps.templates();
     let outcome = deps
         .store
         .approve_decision(
@@ -273,10 +269,7 @@ pub async fn approve(
             &actor.name,
             comment.as_deref(),
             deps.expire_before(),
-            MigrationTemplate {
-                mode: &mode,
-                ttl_ms,
-            },
+            &templates,
         )
         .await?;
     match outcome {
@@ -315,7 +308,7 @@ pub async fn approve_matching(
     actor: &Principal,
     comment: Option<String>,
 ) -> Result<BulkApproval, ApprovalError> {
-    let (mode, ttl_ms) = deps.template();
+    let templates = deps.templates();
     let outcome = deps
         .store
         .approve_matching(
@@ -323,10 +316,7 @@ pub async fn approve_matching(
             &actor.name,
             comment.as_deref(),
             deps.expire_before(),
-            MigrationTemplate {
-                mode: &mode,
-                ttl_ms,
-            },
+            &templates,
         )
         .await?;
     after_approval(
@@ -458,17 +448,10 @@ pub async fn auto_approve_run(deps: &Deps, run: &RunRecord) -> Result<usize, Sto
             approvals.push((d.id, format!("{AUTO_APPROVE_ACTOR}{}", c.rule.name)));
         }
     }
-    let (mode, ttl_ms) = deps.template();
+    let templates = deps.templates();
     let approved = deps
         .store
-        .approve_each(
-            &approvals,
-            deps.expire_before(),
-            MigrationTemplate {
-                mode: &mode,
-                ttl_ms,
-            },
-        )
+        .approve_each(&approvals, deps.expire_before(), &templates)
         .await?;
     if !approved.is_empty() {
         tracing::info!(

@@ -29,6 +29,30 @@ pub mod action {
     pub const DECISION_APPROVE: &str = "decision.approve";
     pub const DECISION_REJECT: &str = "decision.reject";
     pub const POD_MIGRATION_ABORT: &str = "pod-migration.abort";
+    pub const PROFILE_AUTO_APPROVE: &str = "profile.auto-approve";
+    pub const ARBITRATION_PUT: &str = "arbitration.put";
+    pub const ARBITRATION_DELETE: &str = "arbitration.delete";
+
+    /// Every action the API records (docs/api.md lists them; a test compares).
+    pub const ALL: &[&str] = &[
+        SNAPSHOT_PUSH,
+        CLUSTER_DELETE,
+        POLICY_UPLOAD,
+        POLICY_DELETE,
+        PROFILE_PUT,
+        PROFILE_AUTO_APPROVE,
+        RUN_CREATE,
+        SCHEDULE_CREATE,
+        SCHEDULE_UPDATE,
+        SCHEDULE_DELETE,
+        TOKEN_CREATE,
+        TOKEN_DELETE,
+        DECISION_APPROVE,
+        DECISION_REJECT,
+        POD_MIGRATION_ABORT,
+        ARBITRATION_PUT,
+        ARBITRATION_DELETE,
+    ];
 }
 
 /// Object kinds.

@@ -1,16 +1,18 @@
-//! Identity: API tokens (generation, hashing, lookup) and the start-up story of the admin token.
+//! Identity: API tokens (generation, hashing, lookup, expiry) and the start-up story of the
+//! admin token.
 //!
 //! Owns: the token format (`rb_` + 32 random bytes from the OS, base64url), how a token is
 //! stored (sha256, hex — enough for high-entropy random secrets), [`Principal`] (who is
-//! calling), and [`bootstrap`]: `REBALANCER_ADMIN_TOKEN` is an admin token for as long as it is
-//! set, and a first start without any token creates one and prints it once to standard output.
+//! calling), [`authenticate`] (a known token past its expiry is not a principal), and
+//! [`bootstrap`]: `REBALANCER_ADMIN_TOKEN` is an admin token for as long as it is set, and a
+//! start without any working admin token creates one and prints it once to standard output.
 //! Must not: decide which role a route needs or answer HTTP — that is `http::auth`.
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use crate::config::Secret;
-use rebalancer_store::{NewToken, Role, Store, StoreError, TokenOrigin, TokenRecord};
+use rebalancer_store::{NewToken, Role, Store, StoreError, TokenOrigin, TokenRecord, now_ms};
 
 /// Prefix of generated tokens (recognisable in secret scanners and logs).
 pub const TOKEN_PREFIX: &str = "rb_";
@@ -38,9 +40,9 @@ impl Principal {
         }
     }
 
-    /// May this principal do what `needed` may?
+    /// May this principal call what needs `needed` ([`Role::grants`])?
     pub fn has(&self, needed: Role) -> bool {
-        self.role >= needed
+        self.role.grants(needed)
     }
 }
 
@@ -69,12 +71,29 @@ pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-/// The principal a presented token stands for, if it is one.
-pub async fn authenticate(store: &Store, token: &str) -> Result<Option<Principal>, StoreError> {
-    Ok(store
-        .token_by_hash(&hash_token(token))
-        .await?
-        .map(Principal::from))
+/// What a presented token turned out to be.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Authentication {
+    /// A token of this principal, not expired.
+    Valid(Principal),
+    /// A token the server knows, named `name`, that stopped working at `expires_at` (ms).
+    Expired { name: String, expires_at: i64 },
+    /// No such token (never created, or deleted).
+    Unknown,
+}
+
+/// Who a presented token stands for, if anyone, now.
+pub async fn authenticate(store: &Store, token: &str) -> Result<Authentication, StoreError> {
+    let Some(record) = store.token_by_hash(&hash_token(token)).await? else {
+        return Ok(Authentication::Unknown);
+    };
+    Ok(match record.expires_at {
+        Some(expires_at) if record.is_expired(now_ms()) => Authentication::Expired {
+            name: record.name,
+            expires_at,
+        },
+        _ => Authentication::Valid(Principal::from(record)),
+    })
 }
 
 /// Names of tokens created over the API: 1–100 characters, ASCII letters, digits, spaces and
@@ -124,6 +143,7 @@ pub async fn bootstrap(
         hash,
         origin: TokenOrigin::Env,
         created_by: None,
+        expires_at: None,
     });
     if let Some(secret) = admin_token
         && secret.expose().len() < 16
@@ -145,6 +165,7 @@ pub async fn bootstrap(
             hash: &hash_token(&secret),
             origin: TokenOrigin::Bootstrap,
             created_by: None,
+            expires_at: None,
         })
         .await?;
     if !created {
@@ -172,6 +193,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("auth.db")).await.unwrap();
         (dir, store)
+    }
+
+    /// The principal of a valid token.
+    async fn valid(store: &Store, token: &str) -> Option<Principal> {
+        match authenticate(store, token).await.unwrap() {
+            Authentication::Valid(p) => Some(p),
+            _ => None,
+        }
     }
 
     #[test]
@@ -219,12 +248,12 @@ mod tests {
             .find_map(|w| w.strip_prefix("REBALANCER_ADMIN_TOKEN="))
             .unwrap()
             .to_string();
-        let principal = authenticate(&store, &token).await.unwrap().unwrap();
+        let principal = valid(&store, &token).await.unwrap();
         assert_eq!(
             (principal.name.as_str(), principal.role),
             (BOOTSTRAP_TOKEN_NAME, Role::Admin)
         );
-        assert!(authenticate(&store, "rb_wrong").await.unwrap().is_none());
+        assert!(valid(&store, "rb_wrong").await.is_none());
 
         let mut again = Vec::new();
         assert_eq!(
@@ -232,7 +261,7 @@ mod tests {
             Bootstrap::Existing
         );
         assert!(again.is_empty());
-        assert!(authenticate(&store, &token).await.unwrap().is_some());
+        assert!(valid(&store, &token).await.is_some());
     }
 
     #[tokio::test]
@@ -248,24 +277,14 @@ mod tests {
             out.is_empty(),
             "nothing is printed when the token is configured"
         );
-        let principal = authenticate(&store, first.expose()).await.unwrap().unwrap();
+        let principal = valid(&store, first.expose()).await.unwrap();
         assert_eq!(principal.role, Role::Admin);
         assert_eq!(principal.name, ENV_TOKEN_NAME);
 
         let second = Secret::new("second-admin-token-value");
         bootstrap(&store, Some(&second), &mut out).await.unwrap();
-        assert!(
-            authenticate(&store, first.expose())
-                .await
-                .unwrap()
-                .is_none()
-        );
-        assert!(
-            authenticate(&store, second.expose())
-                .await
-                .unwrap()
-                .is_some()
-        );
+        assert!(valid(&store, first.expose()).await.is_none());
+        assert!(valid(&store, second.expose()).await.is_some());
 
         // Unset: the variable's token stops working; with no admin left (a viewer does not
         // count), one is generated.
@@ -275,18 +294,14 @@ mod tests {
             hash: "h-viewer",
             origin: TokenOrigin::Api,
             created_by: None,
+            expires_at: None,
         };
         store.insert_token(&viewer).await.unwrap();
         assert_eq!(
             bootstrap(&store, None, &mut out).await.unwrap(),
             Bootstrap::Generated
         );
-        assert!(
-            authenticate(&store, second.expose())
-                .await
-                .unwrap()
-                .is_none()
-        );
+        assert!(valid(&store, second.expose()).await.is_none());
         let roles: Vec<Role> = store
             .list_tokens()
             .await
@@ -295,5 +310,59 @@ mod tests {
             .map(|t| t.role)
             .collect();
         assert_eq!(roles, [Role::Viewer, Role::Admin]);
+    }
+
+    #[tokio::test]
+    async fn an_expired_token_is_known_but_not_valid_and_an_expired_admin_is_replaced() {
+        let (_dir, store) = open().await;
+        let mut out = Vec::new();
+        let first = Secret::new("first-admin-token-value");
+        bootstrap(&store, Some(&first), &mut out).await.unwrap();
+        let expires_at = now_ms() - 1;
+        store
+            .insert_token(&NewToken {
+                name: "old-admin",
+                role: Role::Admin,
+                hash: &hash_token("rb_old"),
+                origin: TokenOrigin::Api,
+                created_by: None,
+                expires_at: Some(expires_at),
+            })
+            .await
+            .unwrap();
+        store
+            .insert_token(&NewToken {
+                name: "ci",
+                role: Role::Operator,
+                hash: &hash_token("rb_ci"),
+                origin: TokenOrigin::Api,
+                created_by: None,
+                expires_at: Some(now_ms() + 60_000),
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            authenticate(&store, "rb_old").await.unwrap(),
+            Authentication::Expired {
+                name: "old-admin".into(),
+                expires_at
+            }
+        );
+        let ci = valid(&store, "rb_ci").await.unwrap();
+        assert_eq!(ci.role, Role::Operator);
+        assert!(ci.has(Role::Operator) && ci.has(Role::Viewer));
+        assert!(!ci.has(Role::Approver) && !ci.has(Role::Admin));
+
+        // The variable unset: the expired admin does not count, so a new one is generated.
+        let mut out = Vec::new();
+        assert_eq!(
+            bootstrap(&store, None, &mut out).await.unwrap(),
+            Bootstrap::Generated
+        );
+        assert!(
+            String::from_utf8(out)
+                .unwrap()
+                .contains("REBALANCER_ADMIN_TOKEN=rb_")
+        );
     }
 }

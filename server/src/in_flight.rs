@@ -5,15 +5,15 @@
 //! closes ([`InFlight::drain`]).
 //! Must not: know what the work is; HTTP handlers and pipeline stages both hold a clone.
 
-use std::sync::Arc;
+use tokio_util::task::TaskTracker;
 
-use tokio::sync::RwLock;
-
-/// Cheap to clone; every clone guards the same set of tasks.
+/// Cheap to clone; every clone tracks the same set of tasks.
 #[derive(Clone, Default)]
 pub struct InFlight {
-    /// Held (shared) by every detached task; [`InFlight::drain`] takes it exclusively.
-    guard: Arc<RwLock<()>>,
+    /// Counts tasks rather than locking: work started while a drain waits (or by another
+    /// detached task) is waited for too, and can never deadlock against the drain, which a
+    /// read-write lock would (a writer waiting blocks every new reader).
+    tasks: TaskTracker,
 }
 
 impl InFlight {
@@ -24,16 +24,76 @@ impl InFlight {
         &self,
         work: impl Future<Output = T> + Send + 'static,
     ) -> Result<T, tokio::task::JoinError> {
-        let guard = self.guard.clone().read_owned().await;
-        tokio::spawn(async move {
-            let _guard = guard;
-            work.await
-        })
-        .await
+        self.tasks.spawn(work).await
     }
 
-    /// Wait until every detached task has finished (shutdown, before closing the database).
+    /// Wait until every detached task has finished, those started while waiting included
+    /// (shutdown, before closing the database).
     pub async fn drain(&self) {
-        drop(self.guard.write().await);
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn drain_waits_for_work_even_when_the_caller_left() {
+        let in_flight = InFlight::default();
+        let finished = Arc::new(AtomicBool::new(false));
+        let caller = tokio::spawn({
+            let (in_flight, finished) = (in_flight.clone(), finished.clone());
+            async move {
+                in_flight
+                    .detached(async move {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        finished.store(true, Ordering::SeqCst);
+                    })
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        caller.abort();
+        in_flight.drain().await;
+        assert!(finished.load(Ordering::SeqCst));
+    }
+
+    /// Work that starts more work while shutdown is already draining: both finish, and the
+    /// drain returns. (With the read-write lock this replaced, the inner `detached` queued
+    /// behind the waiting drain, which waited for the outer task: a deadlock.)
+    #[tokio::test]
+    async fn work_started_by_work_during_a_drain_finishes() {
+        let in_flight = InFlight::default();
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let outer = {
+            let in_flight = in_flight.clone();
+            tokio::spawn(async move {
+                let inner = in_flight.clone();
+                in_flight
+                    .detached(async move {
+                        started_rx.await.expect("the drain started");
+                        inner.detached(async { 7 }).await.expect("inner work")
+                    })
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        let drain = tokio::spawn({
+            let in_flight = in_flight.clone();
+            async move { in_flight.drain().await }
+        });
+        tokio::task::yield_now().await;
+        started_tx.send(()).expect("the outer task waits");
+        tokio::time::timeout(Duration::from_secs(10), drain)
+            .await
+            .expect("the drain returns")
+            .expect("the drain task");
+        assert_eq!(outer.await.expect("outer").expect("outer work"), 7);
     }
 }

@@ -86,13 +86,16 @@ export function errorBox(err, action) {
   let hint = null;
   if (status === 401) {
     title = 'Not signed in (401)';
-    hint = 'The server did not accept the token. Sign in again with a valid token.';
+    hint = err?.code === 'token_expired'
+      ? 'The token has expired. Ask an administrator for a new token, then sign in with it.'
+      : 'The server did not accept the token. Sign in again with a valid token.';
   } else if (status === 403) {
     title = 'Not allowed for your role (403)';
     const needed = err?.details?.requiredRole;
     const role = err?.details?.role;
     hint = `${needed ? `This needs the ${needed} role${role ? `; your token has the ${role} role` : ''}. ` : ''}`
-      + 'Viewers can read; approving, rejecting and aborting need the approver role; clusters, profiles, policies and tokens need admin. '
+      + 'Viewers can read; approving, rejecting and aborting need the approver role; pushing snapshots, starting runs and schedules need the operator role; '
+      + 'profiles, policies, arbitration, deleting clusters and tokens need admin (an admin may do everything). '
       + 'Ask an administrator for a token with the right role, then log out and sign in with it.';
   } else if (status === 0 || status === undefined) {
     title = 'Cannot reach the server';

@@ -261,7 +261,19 @@ fn validation_errors_are_located() {
         r#"{"detectorCacheTimeout":"-1m"}"#,
         &["detectorCacheTimeout: must not be negative"],
     );
-    bad(r#"{"lowThreshold":{}}"#, &["unknown field `lowThreshold`"]);
+    bad(
+        r#"{"lowThreshold":{}}"#,
+        &["lowThreshold: unknown field `lowThreshold`"],
+    );
+    // serde's own errors are at the field they are about, inside nested args too.
+    bad(
+        r#"{"highThresholds":{"cpu":"lots"}}"#,
+        &["highThresholds.cpu: invalid type: string \"lots\""],
+    );
+    bad(
+        r#"{"nodePools":[{"name":"p"},{"name":"q","useDeviationThresholds":"yes"}]}"#,
+        &["nodePools[1].useDeviationThresholds: invalid type: string \"yes\", expected a boolean"],
+    );
     // An inherited mistake is reported once, where it is written.
     bad(
         r#"{"lowThresholds":{"cpu":80},"highThresholds":{"cpu":70},"nodePools":[{"name":"a"}]}"#,

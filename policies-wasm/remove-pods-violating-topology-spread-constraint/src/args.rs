@@ -32,6 +32,12 @@ pub struct RemovePodsViolatingTopologySpreadConstraintArgs {
     /// A pod chosen to move is evicted only if it fits some node of a below-average domain.
     #[serde(default = "default_true", deserialize_with = "null_as_true")]
     pub topology_balance_node_fit: bool,
+    /// Rebalancer extension, off by default. Inside a domain, descheduler v0.36 sorts the pods
+    /// by ascending priority and takes them from the back, so it moves the *highest*-priority
+    /// pods first, against its own comment ("lowest priority pods are considered first for
+    /// eviction"). When true, the lowest-priority pods (unset priority lowest of all) move first.
+    #[serde(default, skip_serializing_if = "descheduler_common::args::is_false")]
+    pub evict_lowest_priority_first: bool,
 }
 
 impl Default for RemovePodsViolatingTopologySpreadConstraintArgs {
@@ -41,6 +47,7 @@ impl Default for RemovePodsViolatingTopologySpreadConstraintArgs {
             label_selector: None,
             constraints: default_constraints(),
             topology_balance_node_fit: true,
+            evict_lowest_priority_first: false,
         }
     }
 }
@@ -114,6 +121,16 @@ pub fn schema() -> serde_json::Value {
                 "type": ["array", "null"],
                 "items": { "enum": [DO_NOT_SCHEDULE, SCHEDULE_ANYWAY] },
                 "default": [DO_NOT_SCHEDULE]
+            },
+            "evictLowestPriorityFirst": {
+                "description": "Rebalancer extension, off by default. descheduler v0.36 moves the \
+                                highest-priority pods of a domain first (it sorts by ascending \
+                                priority and takes from the back, although its comment says the \
+                                lowest go first). When true, the lowest-priority pods (unset \
+                                priority lowest of all) move first. Pods with a nodeSelector or \
+                                node affinity still go last.",
+                "type": "boolean",
+                "default": false
             },
             "topologyBalanceNodeFit": {
                 "description": "Evict a pod chosen to move only if it passes nodeFit on some node \
@@ -229,7 +246,18 @@ mod tests {
                 "labelSelector": null,
                 "constraints": ["DoNotSchedule"],
                 "topologyBalanceNodeFit": true
-            })
+            }),
+            "the extension is left out while off: a valid descheduler document"
+        );
+        let on = parse(r#"{"evictLowestPriorityFirst":true}"#).expect("valid");
+        assert!(on.evict_lowest_priority_first);
+        assert_eq!(
+            serde_json::to_value(&on).expect("serializes")["evictLowestPriorityFirst"],
+            true
+        );
+        assert_eq!(
+            schema()["properties"]["evictLowestPriorityFirst"]["default"],
+            false
         );
     }
 }

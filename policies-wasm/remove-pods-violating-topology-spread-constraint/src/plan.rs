@@ -165,6 +165,7 @@ fn propose(
         cluster,
         scope: &scope,
         node_fit: args.topology_balance_node_fit,
+        lowest_priority_first: args.evict_lowest_priority_first,
         eligible: HashMap::default(),
         chosen: Vec::new(),
         chosen_set: HashSet::default(),
@@ -529,6 +530,8 @@ struct Balancer<'a, 's> {
     cluster: Cluster<'a>,
     scope: &'s [u32],
     node_fit: bool,
+    /// `evictLowestPriorityFirst`: the documented intent instead of descheduler's order.
+    lowest_priority_first: bool,
     eligible: HashMap<Vec<u32>, Rc<Eligible>>,
     /// Pods to evict with their reasons, in the order chosen.
     chosen: Vec<(u32, String)>,
@@ -601,9 +604,19 @@ impl Balancer<'_, '_> {
         }
         outcome.imbalanced += 1;
 
-        // sortDomains: kept pods first (pinned, then higher priority), domains by size.
+        // sortDomains: the pods are taken from the back of each domain's list. Its first rule
+        // (pods the evictor refuses go to the front) never applies: every counted pod passed
+        // the evictor's Filter when it was listed, as in descheduler.
         for d in &mut domains {
-            d.pods.sort_by_cached_key(|&p| keep_order(cluster.pod(p)));
+            d.pods.sort_by_cached_key(|&p| {
+                let pod = cluster.pod(p);
+                let priority = if self.lowest_priority_first {
+                    Priority::Descending(std::cmp::Reverse(pod.priority()))
+                } else {
+                    Priority::Ascending(pod.priority())
+                };
+                (!pinned(pod), priority)
+            });
         }
         domains.sort_by_key(|d| d.size);
         let ideal = sum as f64 / domains.len() as f64;
@@ -725,12 +738,24 @@ fn take_preferring_fit(
     taken
 }
 
-/// Sort key inside a domain, front = kept: pods with a nodeSelector or node affinity first, then
-/// priority descending (unset last).
-fn keep_order(pod: PodRef<'_>) -> (bool, std::cmp::Reverse<Option<i32>>) {
+/// Whether descheduler's `hasSelectorOrAffinity` holds: a nodeSelector or a node affinity.
+/// Such pods sort before the others of their domain, so they move last.
+fn pinned(pod: PodRef<'_>) -> bool {
     let affinity = pod.affinity();
-    let pinned = !pod.node_selector().is_empty()
+    !pod.node_selector().is_empty()
         || affinity.node_required.is_some()
-        || !affinity.node_preferred.is_empty();
-    (!pinned, std::cmp::Reverse(pod.priority()))
+        || !affinity.node_preferred.is_empty()
+}
+
+/// The priority part of the order inside a domain (front = kept, back = moved first).
+///
+/// descheduler v0.36 compares with `!comparePodsByPriority(i, j)`, which is "i's priority <= j's"
+/// with an unset priority below every set one: ascending, so the highest-priority pods sit at
+/// the back and move first. (Pods of equal priority compare "less" both ways, so Go's unstable
+/// sort leaves them in an arbitrary order; a stable sort keeps the listing order, one of the
+/// orders descheduler can produce.) `evictLowestPriorityFirst` reverses it, unset last.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+enum Priority {
+    Ascending(Option<i32>),
+    Descending(std::cmp::Reverse<Option<i32>>),
 }

@@ -933,22 +933,53 @@ fn inclusion_policies_and_domains() {
     ]);
 }
 
+/// Four pods of one owner on n1 (zoneA, zoneB empty) with priorities 100, unset, 5 and 1000.
+fn mixed_priorities() -> Vec<TestPod> {
+    create(vec![group(4, "n1").spread(zone(1))])
+        .into_iter()
+        .zip([Some(100), None, Some(5), Some(1000)])
+        .map(|(p, prio)| match prio {
+            Some(v) => p.priority(v),
+            None => p,
+        })
+        .collect()
+}
+
 #[test]
 fn pod_order_inside_a_domain() {
     check(vec![
         Case {
-            name: "lower priority goes first, unset priority before any",
+            // descheduler v0.36 sorts by ascending priority (unset lowest) and takes from the
+            // back: the two highest move, in list order.
+            name: "higher priority goes first, as in descheduler",
             nodes: two_zones().into(),
-            pods: create(vec![group(4, "n1").spread(zone(1))])
-                .into_iter()
-                .zip([Some(100), None, Some(5), Some(1000)])
-                .map(|(p, prio)| match prio {
-                    Some(v) => p.priority(v),
-                    None => p,
-                })
-                .collect(),
+            pods: mixed_priorities(),
+            evicted: 2,
+            names: Some(&["pod-0", "pod-3"]),
+            ..Case::default()
+        },
+        Case {
+            name: "evictLowestPriorityFirst: lower priority goes first, unset priority before any",
+            nodes: two_zones().into(),
+            pods: mixed_priorities(),
+            args: r#"{"evictLowestPriorityFirst":true}"#,
             evicted: 2,
             names: Some(&["pod-2", "pod-1"]),
+            ..Case::default()
+        },
+        Case {
+            // A nodeSelector keeps a pod at the front, whatever its priority.
+            name: "pods with a nodeSelector move last",
+            nodes: two_zones().into(),
+            pods: create(vec![
+                group(2, "n1").spread(zone(1)),
+                group(2, "n1")
+                    .spread(zone(1))
+                    .with(|p| p.priority(1).node_selector("zone", "zoneA")),
+            ]),
+            args: r#"{"evictLowestPriorityFirst":true}"#,
+            evicted: 2,
+            names: Some(&["pod-0", "pod-1"]),
             ..Case::default()
         },
         Case {

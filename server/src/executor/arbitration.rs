@@ -2,11 +2,17 @@
 //! `koordinator.md` §2), as pure functions over plain data.
 //!
 //! Owns: the knobs ([`ArbitrationConfig`], Koordinator's `MigrationControllerArgs` names and
-//! defaults), the dynamic per-workload limits (§2.5), the eviction-cost annotation (§2.7), the
-//! sort (§2.2), the non-retryable and retryable filters (§2.3) and the token buckets of the
-//! object limiters and eviction QPS (§2.6).
+//! defaults; [`ArbitrationConfigs`]: the global ones and those of clusters that have their own),
+//! the dynamic per-workload limits (§2.5), the eviction-cost annotation (§2.7), the sort (§2.2),
+//! the non-retryable and retryable filters (§2.3) and the token buckets of the object limiters
+//! and eviction QPS (§2.6).
 //! Must not: read the database or a backend; the executor gathers [`PodFacts`], the active
 //! migrations and the workloads, and applies the [`Verdict`]s.
+//!
+//! Clusters are kept apart: Koordinator runs one descheduler per cluster, this server arbitrates
+//! many. Every count (globally, per node, per namespace, per workload, the Jobs in flight), every
+//! token bucket and the knobs themselves are per cluster, so two clusters that share node,
+//! namespace or controller names (or uids) never hold each other's pod migrations back.
 //!
 //! Differences from Koordinator, on purpose:
 //! - a candidate whose pod cannot be found is never admitted (Koordinator bug #3039): the
@@ -300,6 +306,21 @@ impl Default for ArbitrationConfig {
     }
 }
 
+/// The knobs of every cluster: the global ones (`GET /api/v1/arbitration`) and those of the
+/// clusters that have their own (`/api/v1/clusters/{name}/arbitration`), each a whole document.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ArbitrationConfigs {
+    pub global: ArbitrationConfig,
+    pub clusters: HashMap<String, ArbitrationConfig>,
+}
+
+impl ArbitrationConfigs {
+    /// The knobs in force for `cluster`.
+    pub fn for_cluster(&self, cluster: &str) -> &ArbitrationConfig {
+        self.clusters.get(cluster).unwrap_or(&self.global)
+    }
+}
+
 /// A knob with a value that cannot work.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct KnobError {
@@ -489,6 +510,8 @@ impl KoordQos {
 /// What arbitration needs to know about a pod.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodFacts {
+    /// The cluster it runs in: every count and bucket is this cluster's.
+    pub cluster: String,
     pub uid: String,
     pub namespace: String,
     pub name: String,
@@ -502,7 +525,8 @@ pub struct PodFacts {
     pub deletion_cost: i32,
     pub eviction_cost: i32,
     pub creation_ms: i64,
-    /// Key of the controller (see [`Workload::key`]), `None` for pods without one.
+    /// Key of the controller in its cluster (see [`Workload::key`]), `None` for pods without
+    /// one.
     pub workload: Option<String>,
     /// Uid of the batch `Job` owning it, if any (sort groups these).
     pub job: Option<String>,
@@ -515,7 +539,7 @@ pub struct PodFacts {
 /// A workload (controller) and the state of its pods.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workload {
-    /// The controller uid.
+    /// The controller uid (unique within its cluster only).
     pub key: String,
     /// `Kind namespace/name`, for messages.
     pub display: String,
@@ -523,6 +547,15 @@ pub struct Workload {
     pub replicas: u32,
     /// Uids of its pods that are not Ready (or not running).
     pub unavailable: BTreeSet<String>,
+}
+
+/// The workloads arbitration looks at: cluster name → controller uid → workload.
+pub type Workloads = HashMap<String, HashMap<String, Workload>>;
+
+/// The workload of `pod`, if it has one that `workloads` knows, in the pod's cluster.
+pub fn workload_of<'a>(workloads: &'a Workloads, pod: &PodFacts) -> Option<&'a Workload> {
+    let key = pod.workload.as_ref()?;
+    workloads.get(&pod.cluster)?.get(key)
 }
 
 /// An approved pod migration waiting for admission.
@@ -538,6 +571,7 @@ pub struct Candidate {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Active {
     pub migration: i64,
+    pub cluster: String,
     pub pod_uid: String,
     pub node: String,
     pub namespace: String,
@@ -549,6 +583,7 @@ impl Active {
     pub fn of(migration: i64, pod: &PodFacts) -> Active {
         Active {
             migration,
+            cluster: pod.cluster.clone(),
             pod_uid: pod.uid.clone(),
             node: pod.node.clone(),
             namespace: pod.namespace.clone(),
@@ -588,7 +623,9 @@ pub fn compare_pods(a: &PodFacts, b: &PodFacts) -> Ordering {
 
 /// The order candidates are considered in: four stable sorts, the last one the primary key —
 /// (1) newest pod migration first, (2) [`compare_pods`], (3) pods of the same batch Job grouped
-/// at the position of the first, (4) Jobs with more pod migrations in flight first.
+/// at the position of the first, (4) Jobs with more pod migrations in flight first. A Job is
+/// one of its cluster's: the candidates of one cluster end in the order sorting them alone
+/// would give.
 pub fn sort_candidates(candidates: &mut Vec<Candidate>, active: &[Active]) {
     candidates.sort_by_key(|c| std::cmp::Reverse(c.created_ms));
     candidates.sort_by(|a, b| compare_pods(&a.pod, &b.pod));
@@ -603,8 +640,12 @@ pub fn sort_candidates(candidates: &mut Vec<Candidate>, active: &[Active]) {
         taken[i] = true;
         grouped.push(i);
         if let Some(job) = &candidates[i].pod.job {
+            let cluster = &candidates[i].pod.cluster;
             for j in i + 1..candidates.len() {
-                if !taken[j] && candidates[j].pod.job.as_ref() == Some(job) {
+                if !taken[j]
+                    && candidates[j].pod.job.as_ref() == Some(job)
+                    && candidates[j].pod.cluster == *cluster
+                {
                     taken[j] = true;
                     grouped.push(j);
                 }
@@ -614,17 +655,19 @@ pub fn sort_candidates(candidates: &mut Vec<Candidate>, active: &[Active]) {
     let mut slots: Vec<Option<Candidate>> = candidates.drain(..).map(Some).collect();
     candidates.extend(grouped.into_iter().filter_map(|i| slots[i].take()));
 
-    let mut in_flight: HashMap<&str, usize> = HashMap::new();
+    let mut in_flight: HashMap<(&str, &str), usize> = HashMap::new();
     for a in active {
         if let Some(job) = &a.job {
-            *in_flight.entry(job.as_str()).or_default() += 1;
+            *in_flight
+                .entry((a.cluster.as_str(), job.as_str()))
+                .or_default() += 1;
         }
     }
     let count = |c: &Candidate| {
         c.pod
             .job
             .as_deref()
-            .and_then(|j| in_flight.get(j).copied())
+            .and_then(|j| in_flight.get(&(c.pod.cluster.as_str(), j)).copied())
             .unwrap_or(0)
     };
     candidates.sort_by_key(|c| std::cmp::Reverse(count(c)));
@@ -649,19 +692,21 @@ impl LimiterCheck for NoLimits {
     }
 }
 
-/// Sort the candidates and decide each, in order; admitted ones count against the limits of
-/// the ones after them. Returns the verdicts in the order considered.
+/// Sort the candidates and decide each, in order, with the knobs of its cluster; admitted ones
+/// count against the limits of the ones after them in the same cluster. Returns the verdicts in
+/// the order considered.
 pub fn arbitrate(
-    config: &ArbitrationConfig,
+    configs: &ArbitrationConfigs,
     mut candidates: Vec<Candidate>,
     active: &[Active],
-    workloads: &HashMap<String, Workload>,
+    workloads: &Workloads,
     limiters: &dyn LimiterCheck,
 ) -> Vec<(Candidate, Verdict)> {
     sort_candidates(&mut candidates, active);
     let mut active: Vec<Active> = active.to_vec();
     let mut out = Vec::with_capacity(candidates.len());
     for candidate in candidates {
+        let config = configs.for_cluster(&candidate.pod.cluster);
         let verdict = judge(config, &candidate.pod, &active, workloads, limiters);
         if verdict == Verdict::Admit {
             active.push(Active::of(candidate.migration, &candidate.pod));
@@ -675,19 +720,21 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// The filters for one pod against the migrations admitted so far.
+/// The filters for one pod against the migrations admitted so far in its cluster (`config` is
+/// that cluster's; `active` may hold other clusters' migrations, which do not count).
 pub fn judge(
     config: &ArbitrationConfig,
     pod: &PodFacts,
     active: &[Active],
-    workloads: &HashMap<String, Workload>,
+    workloads: &Workloads,
     limiters: &dyn LimiterCheck,
 ) -> Verdict {
     // The escape hatch bypasses every filter and limit (as in Koordinator).
     if pod.evict_annotation {
         return Verdict::Admit;
     }
-    let workload = pod.workload.as_ref().and_then(|w| workloads.get(w));
+    let workload = workload_of(workloads, pod);
+    let active: Vec<&Active> = active.iter().filter(|a| a.cluster == pod.cluster).collect();
 
     // Non-retryable.
     if pod.eviction_cost == i32::MAX {
@@ -722,8 +769,9 @@ pub fn judge(
         && active.len() >= cap as usize
     {
         return Verdict::Wait(format!(
-            "waiting: {} running (maxMigratingGlobally={cap})",
-            plural(active.len(), "pod migration is", "pod migrations are")
+            "waiting: {} running in cluster {} (maxMigratingGlobally={cap})",
+            plural(active.len(), "pod migration is", "pod migrations are"),
+            pod.cluster
         ));
     }
     let cap = config.max_migrating_per_node;
@@ -862,12 +910,26 @@ pub fn human_ms(ms: i64) -> String {
     }
 }
 
-/// The object limiters' buckets (per workload and per namespace), kept in memory and rebuilt
-/// from the recorded evictions after a restart.
+/// The object limiters' buckets (per workload and per namespace, in each cluster), kept in
+/// memory and rebuilt from the recorded evictions after a restart.
 #[derive(Debug, Default)]
 pub struct ObjectLimiters {
+    clusters: HashMap<String, ClusterLimiters>,
+}
+
+/// One cluster's object limiter buckets.
+#[derive(Debug, Default)]
+struct ClusterLimiters {
+    /// By controller uid.
     workload: HashMap<String, TokenBucket>,
+    /// By namespace name.
     namespace: HashMap<String, TokenBucket>,
+}
+
+impl ClusterLimiters {
+    fn is_empty(&self) -> bool {
+        self.workload.is_empty() && self.namespace.is_empty()
+    }
 }
 
 /// (tokens per ms, burst) of a limiter for a pod; `None` when it does not apply.
@@ -894,18 +956,22 @@ fn limiter_rate(
 }
 
 impl ObjectLimiters {
-    /// Record an eviction at `now_ms` (takes a token from the pod's buckets).
+    /// Record an eviction at `now_ms` (takes a token from the pod's buckets in its cluster, with
+    /// that cluster's knobs).
     pub fn record_eviction(
         &mut self,
-        config: &ArbitrationConfig,
+        configs: &ArbitrationConfigs,
         pod: &PodFacts,
         workload: Option<&Workload>,
         now_ms: i64,
     ) {
+        let config = configs.for_cluster(&pod.cluster);
+        let buckets = self.clusters.entry(pod.cluster.clone()).or_default();
         if let (Some(limiter), Some(w)) = (&config.object_limiters.workload, workload)
             && let Some((rate, burst, _)) = limiter_rate(config, limiter, Some(w))
         {
-            self.workload
+            buckets
+                .workload
                 .entry(w.key.clone())
                 .or_insert_with(|| TokenBucket::full(burst, now_ms))
                 .take(now_ms, rate, burst);
@@ -913,31 +979,39 @@ impl ObjectLimiters {
         if let Some(limiter) = &config.object_limiters.namespace
             && let Some((rate, burst, _)) = limiter_rate(config, limiter, None)
         {
-            self.namespace
+            buckets
+                .namespace
                 .entry(pod.namespace.clone())
                 .or_insert_with(|| TokenBucket::full(burst, now_ms))
                 .take(now_ms, rate, burst);
         }
-    }
-
-    /// Forget buckets idle for 1.5 × their duration (they would be full again anyway).
-    pub fn expire_idle(&mut self, config: &ArbitrationConfig, now_ms: i64) {
-        for (map, limiter) in [
-            (&mut self.workload, &config.object_limiters.workload),
-            (&mut self.namespace, &config.object_limiters.namespace),
-        ] {
-            match limiter.as_ref().and_then(|l| duration_ms(&l.duration).ok()) {
-                Some(d) => map.retain(|_, b| now_ms - b.last_ms() < d.saturating_mul(3) / 2),
-                None => map.clear(),
-            }
+        if buckets.is_empty() {
+            self.clusters.remove(&pod.cluster);
         }
     }
 
+    /// Forget buckets idle for 1.5 × their cluster's duration (they would be full again anyway).
+    pub fn expire_idle(&mut self, configs: &ArbitrationConfigs, now_ms: i64) {
+        for (cluster, buckets) in self.clusters.iter_mut() {
+            let config = configs.for_cluster(cluster);
+            for (map, limiter) in [
+                (&mut buckets.workload, &config.object_limiters.workload),
+                (&mut buckets.namespace, &config.object_limiters.namespace),
+            ] {
+                match limiter.as_ref().and_then(|l| duration_ms(&l.duration).ok()) {
+                    Some(d) => map.retain(|_, b| now_ms - b.last_ms() < d.saturating_mul(3) / 2),
+                    None => map.clear(),
+                }
+            }
+        }
+        self.clusters.retain(|_, buckets| !buckets.is_empty());
+    }
+
     /// A [`LimiterCheck`] at `now_ms`.
-    pub fn at<'a>(&'a self, config: &'a ArbitrationConfig, now_ms: i64) -> LimitersAt<'a> {
+    pub fn at<'a>(&'a self, configs: &'a ArbitrationConfigs, now_ms: i64) -> LimitersAt<'a> {
         LimitersAt {
             limiters: self,
-            config,
+            configs,
             now_ms,
         }
     }
@@ -946,15 +1020,17 @@ impl ObjectLimiters {
 /// [`ObjectLimiters`] seen at one instant.
 pub struct LimitersAt<'a> {
     limiters: &'a ObjectLimiters,
-    config: &'a ArbitrationConfig,
+    configs: &'a ArbitrationConfigs,
     now_ms: i64,
 }
 
 impl LimiterCheck for LimitersAt<'_> {
     fn blocked(&self, pod: &PodFacts, workload: Option<&Workload>) -> Option<String> {
-        if let (Some(limiter), Some(w)) = (&self.config.object_limiters.workload, workload)
-            && let Some((rate, burst, describe)) = limiter_rate(self.config, limiter, Some(w))
-            && let Some(mut bucket) = self.limiters.workload.get(&w.key).copied()
+        let buckets = self.limiters.clusters.get(&pod.cluster)?;
+        let config = self.configs.for_cluster(&pod.cluster);
+        if let (Some(limiter), Some(w)) = (&config.object_limiters.workload, workload)
+            && let Some((rate, burst, describe)) = limiter_rate(config, limiter, Some(w))
+            && let Some(mut bucket) = buckets.workload.get(&w.key).copied()
         {
             let wait = bucket.wait_ms(self.now_ms, rate, burst);
             if wait > 0 {
@@ -966,9 +1042,9 @@ impl LimiterCheck for LimitersAt<'_> {
                 ));
             }
         }
-        if let Some(limiter) = &self.config.object_limiters.namespace
-            && let Some((rate, burst, describe)) = limiter_rate(self.config, limiter, None)
-            && let Some(mut bucket) = self.limiters.namespace.get(&pod.namespace).copied()
+        if let Some(limiter) = &config.object_limiters.namespace
+            && let Some((rate, burst, describe)) = limiter_rate(config, limiter, None)
+            && let Some(mut bucket) = buckets.namespace.get(&pod.namespace).copied()
         {
             let wait = bucket.wait_ms(self.now_ms, rate, burst);
             if wait > 0 {
@@ -981,6 +1057,31 @@ impl LimiterCheck for LimitersAt<'_> {
             }
         }
         None
+    }
+}
+
+/// The eviction QPS buckets (`evictQPS`/`evictBurst`), one per cluster with that cluster's
+/// knobs. In memory only: after a restart every cluster starts with a full bucket.
+#[derive(Debug, Default)]
+pub struct EvictionLimiter {
+    buckets: HashMap<String, TokenBucket>,
+}
+
+impl EvictionLimiter {
+    /// Take a token for an eviction in `cluster` now and return 0, or return how many ms until
+    /// one is available (nothing taken).
+    pub fn try_take(&mut self, config: &ArbitrationConfig, cluster: &str, now_ms: i64) -> i64 {
+        let per_ms = config.evict_qps / 1000.0;
+        let burst = config.evict_burst;
+        let bucket = self
+            .buckets
+            .entry(cluster.to_string())
+            .or_insert_with(|| TokenBucket::full(burst, now_ms));
+        let wait_ms = bucket.wait_ms(now_ms, per_ms, burst);
+        if wait_ms == 0 {
+            bucket.take(now_ms, per_ms, burst);
+        }
+        wait_ms
     }
 }
 

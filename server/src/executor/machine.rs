@@ -790,23 +790,17 @@ async fn pdb_gate(deps: &Deps, m: &PodMigrationRecord) -> Result<Option<Outcome>
     }
 }
 
-/// Eviction QPS, then persist `Evicting` (write-ahead). The eviction itself is the next step.
+/// Eviction QPS (the cluster's bucket), then persist `Evicting` (write-ahead). The eviction
+/// itself is the next step.
 async fn start_eviction(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError> {
-    let config = deps.executor.config();
-    let per_ms = config.evict_qps / 1000.0;
-    let wait_ms = {
-        let mut bucket = deps
-            .executor
-            .inner
-            .evictions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let wait_ms = bucket.wait_ms(now_ms(), per_ms, config.evict_burst);
-        if wait_ms == 0 {
-            bucket.take(now_ms(), per_ms, config.evict_burst);
-        }
-        wait_ms
-    };
+    let (config, _) = deps.executor.config_for(&m.cluster);
+    let wait_ms = deps
+        .executor
+        .inner
+        .evictions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .try_take(&config, &m.cluster, now_ms());
     if wait_ms > 0 {
         // Short waits are not worth a database write: the next pass comes soon.
         if wait_ms > super::TICK.as_millis() as i64 {
@@ -983,9 +977,9 @@ fn eviction(m: &PodMigrationRecord, outcome: EvictionOutcome) -> Eviction<'_> {
     }
 }
 
-/// Take the object limiters' tokens for an eviction that just happened.
+/// Take the object limiters' tokens for an eviction that just happened (in its cluster).
 fn record_limiters(deps: &Deps, m: &PodMigrationRecord) {
-    let config = deps.executor.config();
+    let configs = deps.executor.configs();
     let facts = super::facts_of(deps, m);
     let workloads = super::workloads_for(deps, &m.cluster, facts.workload.iter().cloned());
     let mut limiters = deps
@@ -995,7 +989,7 @@ fn record_limiters(deps: &Deps, m: &PodMigrationRecord) {
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     limiters.record_eviction(
-        &config,
+        &configs,
         &facts,
         facts.workload.as_ref().and_then(|w| workloads.get(w)),
         now_ms(),

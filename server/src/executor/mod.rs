@@ -3,8 +3,9 @@
 //!
 //! Owns: the loop (woken by [`Executor::wake`] on approval and every [`TICK`]), the proposal
 //! expiry sweep, arbitration of pending pod migrations ([`arbitration`]), the state machine of
-//! running ones ([`machine`]), abort, recovery after a restart, the cached arbitration knobs and
-//! the in-memory rate limiters, and fault injection for crash tests (`REBALANCER_FAULT`).
+//! running ones ([`machine`]), abort, recovery after a restart, the cached arbitration knobs
+//! (global and per cluster) and the in-memory rate limiters (per cluster), and fault injection
+//! for crash tests (`REBALANCER_FAULT`).
 //! Must not: hold SQL (that is `store`) or know how a backend acts on a cluster.
 //!
 //! Crash safety: every step is persisted (with its event) before the side effect it leads to,
@@ -27,12 +28,15 @@ use tokio::sync::{Mutex, Notify, watch};
 use crate::backend::Backend;
 use crate::metrics::Metrics;
 use arbitration::{
-    Active, ArbitrationConfig, Candidate, KoordPriority, KoordQos, KubeQos, ObjectLimiters,
-    PodFacts, TokenBucket, Verdict, Workload,
+    Active, ArbitrationConfig, ArbitrationConfigs, Candidate, EvictionLimiter, KoordPriority,
+    KoordQos, KubeQos, ObjectLimiters, PodFacts, Verdict, Workload, Workloads,
 };
 pub use machine::AbortError;
 use rebalancer_cluster::{ClusterSnapshot, Clusters};
-use rebalancer_store::{MigrationPhase, PodMigrationRecord, Store, StoreError, now_ms};
+use rebalancer_store::{
+    MigrationPhase, MigrationTemplate, MigrationTemplates, PodMigrationRecord, Store, StoreError,
+    now_ms,
+};
 
 /// How often the executor looks at unfinished pod migrations without being woken
 /// (Koordinator's arbitration interval).
@@ -77,9 +81,15 @@ struct Inner {
     /// Held while one step of a pod migration runs (persist + side effect + persist); abort
     /// takes it too, so an abort never lands between "evicting" and the eviction.
     step_lock: Mutex<()>,
-    config: RwLock<ArbitrationConfig>,
+    /// The knobs in force: global, and of the clusters that have their own.
+    configs: RwLock<ArbitrationConfigs>,
+    /// Held while a cluster's knobs change in the store and here together (and while a cluster
+    /// is deleted), so the two never disagree.
+    knobs: Mutex<()>,
     limiters: StdMutex<ObjectLimiters>,
-    evictions: StdMutex<TokenBucket>,
+    evictions: StdMutex<EvictionLimiter>,
+    /// The armed fault point (`REBALANCER_FAULT`); only in builds with fault injection.
+    #[cfg(feature = "fault-injection")]
     fault: Option<String>,
     /// uid → pod row, per cluster, for the snapshot revision it was built from.
     pod_index: StdMutex<HashMap<String, (u64, PodIndex)>>,
@@ -91,10 +101,12 @@ struct Inner {
 
 impl Default for Executor {
     fn default() -> Self {
-        Executor::new(fault_from_env())
+        Executor::new()
     }
 }
 
+/// The armed fault point, in builds with the `fault-injection` feature (the crash tests').
+#[cfg(feature = "fault-injection")]
 fn fault_from_env() -> Option<String> {
     let value = std::env::var(FAULT_ENV).ok()?;
     match value.strip_prefix("abort-after:") {
@@ -112,17 +124,31 @@ fn fault_from_env() -> Option<String> {
     }
 }
 
+/// Release and ordinary builds cannot be made to abort: the variable is only reported.
+#[cfg(not(feature = "fault-injection"))]
+fn warn_if_fault_requested() {
+    if std::env::var_os(FAULT_ENV).is_some() {
+        tracing::warn!(
+            "{FAULT_ENV} is set, but this build has no fault injection (a test-only cargo \
+             feature); ignored"
+        );
+    }
+}
+
 impl Executor {
-    pub fn new(fault: Option<String>) -> Executor {
-        let config = ArbitrationConfig::default();
+    pub fn new() -> Executor {
+        #[cfg(not(feature = "fault-injection"))]
+        warn_if_fault_requested();
         Executor {
             inner: Arc::new(Inner {
                 notify: Notify::new(),
                 step_lock: Mutex::new(()),
-                evictions: StdMutex::new(TokenBucket::full(config.evict_burst, now_ms())),
-                config: RwLock::new(config),
+                evictions: StdMutex::new(EvictionLimiter::default()),
+                configs: RwLock::new(ArbitrationConfigs::default()),
+                knobs: Mutex::new(()),
                 limiters: StdMutex::new(ObjectLimiters::default()),
-                fault,
+                #[cfg(feature = "fault-injection")]
+                fault: fault_from_env(),
                 pod_index: StdMutex::new(HashMap::new()),
                 workload_index: StdMutex::new(HashMap::new()),
                 last_sweep: StdMutex::new(0),
@@ -135,36 +161,107 @@ impl Executor {
         self.inner.notify.notify_one();
     }
 
-    /// The knobs in force.
+    /// The global knobs in force (clusters without their own follow them).
     pub fn config(&self) -> ArbitrationConfig {
-        self.inner
-            .config
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.read_configs().global.clone()
     }
 
-    /// Replace the knobs in force (the caller has validated and stored them).
+    /// The knobs in force for `cluster`, and whether they are its own (else the global ones).
+    pub fn config_for(&self, cluster: &str) -> (ArbitrationConfig, bool) {
+        let configs = self.read_configs();
+        match configs.clusters.get(cluster) {
+            Some(own) => (own.clone(), true),
+            None => (configs.global.clone(), false),
+        }
+    }
+
+    /// Every cluster's knobs in force.
+    pub fn configs(&self) -> ArbitrationConfigs {
+        self.read_configs().clone()
+    }
+
+    fn read_configs(&self) -> std::sync::RwLockReadGuard<'_, ArbitrationConfigs> {
+        self.inner.configs.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replace the global knobs in force (the caller has validated and stored them).
     pub fn set_config(&self, config: ArbitrationConfig) {
-        *self.inner.config.write().unwrap_or_else(|p| p.into_inner()) = config;
+        self.inner
+            .configs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .global = config;
         self.wake();
     }
 
-    /// Abort the process if fault injection is armed for `point` (crash tests only).
+    /// Hold while changing a cluster's knobs in the store and with [`Executor::set_cluster_config`],
+    /// or while deleting a cluster (whose stored knobs go with it).
+    pub async fn knobs_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.inner.knobs.lock().await
+    }
+
+    /// Give `cluster` its own knobs, or (`None`) make it follow the global ones again (the
+    /// caller has validated and stored the change).
+    pub fn set_cluster_config(&self, cluster: &str, config: Option<ArbitrationConfig>) {
+        {
+            let mut configs = self
+                .inner
+                .configs
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            match config {
+                Some(config) => configs.clusters.insert(cluster.to_string(), config),
+                None => configs.clusters.remove(cluster),
+            };
+        }
+        self.wake();
+    }
+
+    /// How the pod migrations approvals create now start, per cluster (mode and TTL from the
+    /// knobs in force).
+    pub fn templates(&self) -> MigrationTemplates {
+        let template = |c: &ArbitrationConfig| MigrationTemplate {
+            mode: c.default_job_mode.as_str().to_string(),
+            ttl_ms: c.ttl_ms(),
+        };
+        let configs = self.read_configs();
+        MigrationTemplates {
+            default: template(&configs.global),
+            clusters: configs
+                .clusters
+                .iter()
+                .map(|(name, c)| (name.clone(), template(c)))
+                .collect(),
+        }
+    }
+
+    /// Abort the process if fault injection is armed for `point` (crash tests only: without
+    /// the `fault-injection` feature this is nothing).
     fn fault(&self, point: &str) {
+        #[cfg(feature = "fault-injection")]
         if self.inner.fault.as_deref() == Some(point) {
             tracing::error!(point, "fault injection: aborting the process");
             std::process::abort();
         }
+        #[cfg(not(feature = "fault-injection"))]
+        let _ = point;
     }
 }
 
-/// Load the stored knobs into the executor (start-up).
+/// Load the stored knobs into the executor (start-up): the global ones and every cluster's own.
 pub async fn load_config(store: &Store, executor: &Executor) -> anyhow::Result<()> {
     if let Some(json) = store.arbitration_config().await? {
         let config: ArbitrationConfig = serde_json::from_value(json)
             .map_err(|e| anyhow::anyhow!("the stored arbitration config is not valid: {e}"))?;
         executor.set_config(config);
+    }
+    for (cluster, json) in store.cluster_arbitration_configs().await? {
+        let config: ArbitrationConfig = serde_json::from_value(json).map_err(|e| {
+            anyhow::anyhow!(
+                "the stored arbitration config of cluster \"{cluster}\" is not valid: {e}"
+            )
+        })?;
+        executor.set_cluster_config(&cluster, Some(config));
     }
     Ok(())
 }
@@ -192,16 +289,14 @@ pub async fn run(deps: Deps, mut stop: watch::Receiver<bool>) {
 
 /// After a restart: rebuild the object limiters from the recorded evictions.
 async fn recover(deps: &Deps) -> Result<(), StoreError> {
-    let config = deps.executor.config();
-    let longest = [
-        &config.object_limiters.workload,
-        &config.object_limiters.namespace,
-    ]
-    .into_iter()
-    .flatten()
-    .filter_map(|l| rebalancer_policy_sdk::evictor::parse_go_duration(&l.duration).ok())
-    .max()
-    .unwrap_or(0);
+    let configs = deps.executor.configs();
+    let longest = std::iter::once(&configs.global)
+        .chain(configs.clusters.values())
+        .flat_map(|c| [&c.object_limiters.workload, &c.object_limiters.namespace])
+        .flatten()
+        .filter_map(|l| rebalancer_policy_sdk::evictor::parse_go_duration(&l.duration).ok())
+        .max()
+        .unwrap_or(0);
     let since = now_ms() - i64::try_from(longest / 1_000_000 * 3 / 2).unwrap_or(0);
     let evicted = deps.store.evictions_since(since).await?;
     let active = deps.store.active_pod_migrations().await?;
@@ -218,11 +313,11 @@ async fn recover(deps: &Deps) -> Result<(), StoreError> {
         .unwrap_or_else(|p| p.into_inner());
     for m in evicted {
         let facts = facts_of(deps, &m);
-        let workload = workloads_for(deps, &m.cluster, facts.workload.iter().cloned());
+        let workloads = workloads_for(deps, &m.cluster, facts.workload.iter().cloned());
         limiters.record_eviction(
-            &config,
+            &configs,
             &facts,
-            facts.workload.as_ref().and_then(|w| workload.get(w)),
+            facts.workload.as_ref().and_then(|w| workloads.get(w)),
             m.evicted_at.unwrap_or(since),
         );
     }
@@ -259,7 +354,7 @@ async fn pass(deps: &Deps) -> anyhow::Result<()> {
             machine::release(deps, &m).await;
         }
     }
-    let config = deps.executor.config();
+    let configs = deps.executor.configs();
     let mut all = deps.store.active_pod_migrations().await?;
     // Another server holds these clusters' Leases: it acts there, this one waits.
     all.retain(|m| deps.managed.may_act(&m.cluster));
@@ -271,7 +366,7 @@ async fn pass(deps: &Deps) -> anyhow::Result<()> {
         .partition(|m| m.phase == MigrationPhase::Pending);
     let mut running_ids: Vec<i64> = running.iter().map(|m| m.id).collect();
     if !pending.is_empty() {
-        running_ids.extend(arbitrate(deps, &config, pending, &running).await?);
+        running_ids.extend(arbitrate(deps, &configs, pending, &running).await?);
     }
     for id in running_ids {
         machine::drive(deps, id).await?;
@@ -282,14 +377,15 @@ async fn pass(deps: &Deps) -> anyhow::Result<()> {
         .limiters
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    limiters.expire_idle(&config, now_ms());
+    limiters.expire_idle(&configs, now_ms());
     Ok(())
 }
 
-/// Decide the pending pod migrations; returns the ids admitted.
+/// Decide the pending pod migrations, each with its cluster's knobs and against its cluster's
+/// running ones; returns the ids admitted.
 async fn arbitrate(
     deps: &Deps,
-    config: &ArbitrationConfig,
+    configs: &ArbitrationConfigs,
     pending: Vec<PodMigrationRecord>,
     running: &[PodMigrationRecord],
 ) -> anyhow::Result<Vec<i64>> {
@@ -322,19 +418,24 @@ async fn arbitrate(
     for m in running {
         active.push(Active::of(m.id, &facts_of(deps, m)));
     }
-    let mut workloads = HashMap::new();
     let mut by_cluster: HashMap<&str, BTreeSet<String>> = HashMap::new();
     for c in &candidates {
-        if let (Some(w), Some(m)) = (&c.pod.workload, records.get(&c.migration)) {
+        if let Some(w) = &c.pod.workload {
             by_cluster
-                .entry(m.cluster.as_str())
+                .entry(c.pod.cluster.as_str())
                 .or_default()
                 .insert(w.clone());
         }
     }
-    for (cluster, keys) in by_cluster {
-        workloads.extend(workloads_for(deps, cluster, keys.into_iter()));
-    }
+    let workloads: Workloads = by_cluster
+        .into_iter()
+        .map(|(cluster, keys)| {
+            (
+                cluster.to_string(),
+                workloads_for(deps, cluster, keys.into_iter()),
+            )
+        })
+        .collect();
     let verdicts = {
         let limiters = deps
             .executor
@@ -343,11 +444,11 @@ async fn arbitrate(
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         arbitration::arbitrate(
-            config,
+            configs,
             candidates,
             &active,
             &workloads,
-            &limiters.at(config, now_ms()),
+            &limiters.at(configs, now_ms()),
         )
     };
     let mut admitted = Vec::new();
@@ -421,6 +522,7 @@ fn controller_of(view: Cluster<'_>, row: u32) -> Option<(String, String, String)
 /// snapshot does not hold gets neutral facts).
 fn facts_of(deps: &Deps, m: &PodMigrationRecord) -> PodFacts {
     let mut facts = PodFacts {
+        cluster: m.cluster.clone(),
         uid: m.pod_uid.clone(),
         namespace: m.pod_namespace.clone(),
         name: m.pod_name.clone(),

@@ -21,7 +21,7 @@ use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 
 use super::error::ApiError;
-use crate::auth::{self, Principal};
+use crate::auth::{self, Authentication, Principal};
 use rebalancer_store::{Role, Store};
 
 /// Who may call a route.
@@ -63,12 +63,40 @@ const fn row(method: Method, route: &'static str, access: Access) -> RouteAccess
 const PUBLIC: Access = Access::Public;
 const VIEWER: Access = Access::Role(Role::Viewer);
 const APPROVER: Access = Access::Role(Role::Approver);
+const OPERATOR: Access = Access::Role(Role::Operator);
 const ADMIN: Access = Access::Role(Role::Admin);
 
+impl Access {
+    /// Who may call a route with this access, in words: "no token", "any token", "the
+    /// `operator` or `admin` role".
+    fn who(self) -> String {
+        match self {
+            Access::Public => "no token".into(),
+            Access::Role(Role::Viewer) => "any token".into(),
+            Access::Role(needed) => format!("the {} role", roles_of(needed, "`")),
+        }
+    }
+}
+
+/// The roles that may call a route needing `needed`, quoted with `quote` and joined with
+/// "or": `` `operator` or `admin` ``.
+fn roles_of(needed: Role, quote: &str) -> String {
+    let names: Vec<String> = Role::holders(needed)
+        .map(|r| format!("{quote}{r}{quote}"))
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
+
 /// Every documented route × method and who may call it. Viewers read (but not the token
-/// list); approvers also approve and reject decisions and abort pod migrations; admins do
-/// everything. The OpenAPI document and this table must list the same operations (a test
-/// walks the document against it).
+/// list); approvers also approve and reject decisions and abort pod migrations; operators
+/// (not approvers: a CI job must not approve what its runs propose) also push snapshots, start
+/// runs and manage schedules; admins do everything, including tokens, policies, profiles,
+/// auto-approve rules, arbitration and deleting clusters ([`Role::grants`]). The OpenAPI
+/// document and this table must list the same operations (a test walks the document against
+/// it).
 pub const ROUTE_ACCESS: &[RouteAccess] = &[
     row(Method::GET, "/healthz", PUBLIC),
     row(Method::GET, "/readyz", PUBLIC),
@@ -76,7 +104,7 @@ pub const ROUTE_ACCESS: &[RouteAccess] = &[
     row(Method::GET, "/api/v1/clusters", VIEWER),
     row(Method::GET, "/api/v1/clusters/{name}", VIEWER),
     row(Method::DELETE, "/api/v1/clusters/{name}", ADMIN),
-    row(Method::PUT, "/api/v1/clusters/{name}/snapshot", ADMIN),
+    row(Method::PUT, "/api/v1/clusters/{name}/snapshot", OPERATOR),
     row(Method::GET, "/api/v1/clusters/{name}/nodes", VIEWER),
     row(Method::GET, "/api/v1/clusters/{name}/pods", VIEWER),
     row(Method::GET, "/api/v1/policies", VIEWER),
@@ -89,7 +117,7 @@ pub const ROUTE_ACCESS: &[RouteAccess] = &[
     row(Method::GET, "/api/v1/profiles/{name}/auto-approve", VIEWER),
     row(Method::PUT, "/api/v1/profiles/{name}/auto-approve", ADMIN),
     row(Method::GET, "/api/v1/runs", VIEWER),
-    row(Method::POST, "/api/v1/runs", ADMIN),
+    row(Method::POST, "/api/v1/runs", OPERATOR),
     row(Method::GET, "/api/v1/runs/{id}", VIEWER),
     row(Method::GET, "/api/v1/decisions", VIEWER),
     row(Method::GET, "/api/v1/decisions/{id}", VIEWER),
@@ -101,11 +129,14 @@ pub const ROUTE_ACCESS: &[RouteAccess] = &[
     row(Method::POST, "/api/v1/pod-migrations/{id}/abort", APPROVER),
     row(Method::GET, "/api/v1/arbitration", VIEWER),
     row(Method::PUT, "/api/v1/arbitration", ADMIN),
+    row(Method::GET, "/api/v1/clusters/{name}/arbitration", VIEWER),
+    row(Method::PUT, "/api/v1/clusters/{name}/arbitration", ADMIN),
+    row(Method::DELETE, "/api/v1/clusters/{name}/arbitration", ADMIN),
     row(Method::GET, "/api/v1/schedules", VIEWER),
-    row(Method::POST, "/api/v1/schedules", ADMIN),
+    row(Method::POST, "/api/v1/schedules", OPERATOR),
     row(Method::GET, "/api/v1/schedules/{id}", VIEWER),
-    row(Method::PUT, "/api/v1/schedules/{id}", ADMIN),
-    row(Method::DELETE, "/api/v1/schedules/{id}", ADMIN),
+    row(Method::PUT, "/api/v1/schedules/{id}", OPERATOR),
+    row(Method::DELETE, "/api/v1/schedules/{id}", OPERATOR),
     row(Method::GET, "/api/v1/tokens", ADMIN),
     row(Method::POST, "/api/v1/tokens", ADMIN),
     row(Method::DELETE, "/api/v1/tokens/{id}", ADMIN),
@@ -173,15 +204,33 @@ pub async fn authorize(
     };
     let token = bearer_token(request.headers().get(header::AUTHORIZATION))
         .map_err(|(code, message)| unauthorized(code, message))?;
-    let principal = auth::authenticate(&store, token)
+    let principal = match auth::authenticate(&store, token)
         .await
         .map_err(|e| ApiError::from(e).into_response())?
-        .ok_or_else(|| {
-            unauthorized(
+    {
+        Authentication::Valid(principal) => principal,
+        Authentication::Unknown => {
+            return Err(unauthorized(
                 "invalid_token",
                 "the bearer token is not valid (unknown, or deleted); ask an admin for a token",
-            )
-        })?;
+            ));
+        }
+        Authentication::Expired { name, expires_at } => {
+            tracing::info!(
+                token = %name,
+                method = %request.method(),
+                route,
+                "request refused: expired token"
+            );
+            return Err(unauthorized(
+                "token_expired",
+                &format!(
+                    "the bearer token \"{name}\" expired at {}; ask an admin for a new token",
+                    super::timestamp(expires_at)
+                ),
+            ));
+        }
+    };
     if !principal.has(needed) {
         tracing::info!(
             token = %principal.name,
@@ -195,14 +244,16 @@ pub async fn authorize(
             StatusCode::FORBIDDEN,
             "forbidden",
             format!(
-                "{} {route} needs the {needed} role; token \"{}\" has the {} role",
+                "{} {route} needs the {} role; token \"{}\" has the {} role",
                 request.method(),
+                roles_of(needed, ""),
                 principal.name,
                 principal.role
             ),
         )
         .with_details(serde_json::json!({
             "requiredRole": needed,
+            "allowedRoles": Role::holders(needed).collect::<Vec<_>>(),
             "role": principal.role,
         }))
         .into_response());
@@ -231,12 +282,15 @@ fn bearer_token(value: Option<&HeaderValue>) -> Result<&str, (&'static str, &'st
     ))
 }
 
-/// 401 with `WWW-Authenticate: Bearer` (RFC 6750).
+/// 401 with `WWW-Authenticate: Bearer` (RFC 6750; an expired token is an `invalid_token` there).
 fn unauthorized(code: &'static str, message: &str) -> Response {
-    let error = if code == "missing_token" {
-        "Bearer realm=\"rebalancer\""
-    } else {
-        "Bearer realm=\"rebalancer\", error=\"invalid_token\""
+    let error = match code {
+        "missing_token" => "Bearer realm=\"rebalancer\"",
+        "token_expired" => {
+            "Bearer realm=\"rebalancer\", error=\"invalid_token\", \
+             error_description=\"the token expired\""
+        }
+        _ => "Bearer realm=\"rebalancer\", error=\"invalid_token\"",
     };
     let mut response = ApiError::new(StatusCode::UNAUTHORIZED, code, message).into_response();
     response
@@ -296,14 +350,21 @@ pub fn document_roles(openapi: &mut utoipa::openapi::OpenApi) {
             let Some(operation) = operation.as_mut() else {
                 continue;
             };
-            let role = match enforced_access(&method, path) {
+            let access = enforced_access(&method, path);
+            let role = match access {
                 Access::Public => {
                     operation.security = Some(vec![SecurityRequirement::default()]);
                     continue;
                 }
                 Access::Role(role) => role,
             };
-            let note = format!("Requires a bearer token with the `{role}` role (or higher).");
+            let note = match role {
+                Role::Viewer => format!(
+                    "Requires a bearer token with any role ({}).",
+                    roles_of(role, "`")
+                ),
+                _ => format!("Requires a bearer token with {}.", access.who()),
+            };
             operation.description = Some(match operation.description.take() {
                 Some(text) if !text.is_empty() => format!("{text}\n\n{note}"),
                 _ => note,
@@ -311,14 +372,20 @@ pub fn document_roles(openapi: &mut utoipa::openapi::OpenApi) {
             let responses = &mut operation.responses.responses;
             responses.entry("401".into()).or_insert_with(|| {
                 ResponseBuilder::new()
-                    .description("No bearer token, or one that is not valid")
+                    .description(
+                        "No bearer token (`missing_token`), one that is not valid \
+                         (`invalid_token`), or one that expired (`token_expired`)",
+                    )
                     .content("application/json", error())
                     .build()
                     .into()
             });
             responses.entry("403".into()).or_insert_with(|| {
                 ResponseBuilder::new()
-                    .description(format!("The token's role is below `{role}`"))
+                    .description(format!(
+                        "The token's role is not {} (`forbidden`)",
+                        roles_of(role, "`")
+                    ))
                     .content("application/json", error())
                     .build()
                     .into()
@@ -329,18 +396,18 @@ pub fn document_roles(openapi: &mut utoipa::openapi::OpenApi) {
 
 /// [`ROUTE_ACCESS`] as the Markdown table `docs/api.md` shows (a test keeps the two equal).
 pub fn access_table_markdown() -> String {
-    let mut out = String::from("| method | route | needs |\n|---|---|---|\n");
+    let mut out = String::from("| method | route | who may call it |\n|---|---|---|\n");
     for row in ROUTE_ACCESS {
         let methods = if row.method == Method::GET {
             "`GET`, `HEAD`".to_string()
         } else {
             format!("`{}`", row.method)
         };
-        let needs = match row.access {
-            Access::Public => "no token".to_string(),
-            Access::Role(role) => format!("`{role}`"),
+        let who = match row.access {
+            Access::Public | Access::Role(Role::Viewer) => row.access.who(),
+            Access::Role(role) => roles_of(role, "`"),
         };
-        out.push_str(&format!("| {methods} | `{}` | {needs} |\n", row.route));
+        out.push_str(&format!("| {methods} | `{}` | {who} |\n", row.route));
     }
     out
 }
@@ -360,8 +427,14 @@ mod tests {
             (Method::POST, "/api/v1/decisions/{id}/reject", APPROVER),
             (Method::POST, "/api/v1/decisions/approve", APPROVER),
             (Method::POST, "/api/v1/pod-migrations/{id}/abort", APPROVER),
-            (Method::PUT, "/api/v1/clusters/{name}/snapshot", ADMIN),
-            (Method::POST, "/api/v1/runs", ADMIN),
+            (Method::PUT, "/api/v1/clusters/{name}/snapshot", OPERATOR),
+            (Method::POST, "/api/v1/runs", OPERATOR),
+            (Method::DELETE, "/api/v1/schedules/{id}", OPERATOR),
+            (Method::DELETE, "/api/v1/clusters/{name}", ADMIN),
+            (Method::PUT, "/api/v1/arbitration", ADMIN),
+            (Method::PUT, "/api/v1/clusters/{name}/arbitration", ADMIN),
+            (Method::GET, "/api/v1/clusters/{name}/arbitration", VIEWER),
+            (Method::PUT, "/api/v1/profiles/{name}", ADMIN),
             (Method::POST, "/api/v1/policies", ADMIN),
             (Method::DELETE, "/api/v1/tokens/{id}", ADMIN),
             (Method::GET, "/api/v1/tokens", ADMIN),
@@ -451,6 +524,19 @@ mod tests {
              between the markers:\n\n{expected}"
         );
     }
+    #[test]
+    fn who_may_call_in_words() {
+        assert_eq!(PUBLIC.who(), "no token");
+        assert_eq!(VIEWER.who(), "any token");
+        assert_eq!(APPROVER.who(), "the `approver` or `admin` role");
+        assert_eq!(OPERATOR.who(), "the `operator` or `admin` role");
+        assert_eq!(ADMIN.who(), "the `admin` role");
+        assert_eq!(
+            roles_of(Role::Viewer, ""),
+            "viewer, approver, operator or admin"
+        );
+    }
+
     #[test]
     fn bearer_header_parsing() {
         let ok = HeaderValue::from_static("Bearer rb_abc");

@@ -25,6 +25,23 @@ use rebalancer_cluster::{self as cluster, ClusterSnapshot, IngestWarning, NodeUt
 use rebalancer_store::{ClusterDeletion, ClusterRecord};
 
 /// A cluster and the state it holds.
+/// The body of a snapshot push, as the OpenAPI document describes it (the server reads the
+/// List itself, item by item; this type only documents it). Other top-level fields
+/// (`apiVersion`, `metadata`) are ignored, whatever they hold.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct SnapshotList {
+    /// `List`, or any kind ending in `List` (`PodList`…); a single object is refused.
+    #[schema(pattern = "List$", nullable = false)]
+    kind: Option<String>,
+    /// Every object of the cluster: Nodes, Pods, Namespaces, PodDisruptionBudgets,
+    /// PriorityClasses, PersistentVolumeClaims, controllers and Koordinator's objects. Kinds
+    /// the server does not model are counted and ignored.
+    #[schema(value_type = Vec<Object>)]
+    items: Vec<serde_json::Value>,
+}
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterView {
@@ -181,10 +198,9 @@ fn view(state: &AppState, record: ClusterRecord) -> Result<ClusterView, ApiError
             and ending with a letter or digit)", min_length = 1, max_length = 63,
             pattern = "^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"),
         SnapshotQuery),
-    request_body(description = "A v1 List of Kubernetes objects, or one object. In YAML, \
-        documents separated by `---` are read one after the other, and an empty (null) document \
-        holds no objects",
-        content((Object = "application/json"), (Option<Object> = "application/yaml"))),
+    request_body(description = "One v1 List of the cluster's Kubernetes objects (what \
+        `kubectl get nodes,pods,… -A -o json` prints), as JSON or as one YAML document",
+        content((SnapshotList = "application/json"), (SnapshotList = "application/yaml"))),
     responses(
         (status = 201, description = "Cluster created", body = SnapshotResult),
         (status = 200, description = "State replaced", body = SnapshotResult),
@@ -317,10 +333,12 @@ pub struct ClusterDeleted {
     pub schedules_deleted: Vec<i64>,
     /// Its open proposals, marked expired.
     pub decisions_expired: u64,
+    /// Whether it had arbitration knobs of its own (they went with it).
+    pub arbitration_config_deleted: bool,
 }
 
-/// Delete a pushed cluster: its state, its policy state (cooldowns, detectors) and the
-/// schedules that run on it; its open proposals are marked expired. Runs, decisions and pod
+/// Delete a pushed cluster: its state, its policy state (cooldowns, detectors), its own
+/// arbitration knobs and the schedules that run on it; its open proposals are marked expired. Runs, decisions and pod
 /// migrations stay, as history under the cluster's name. Refused for a Kubernetes cluster this
 /// server watches (remove it from `--kube-cluster` instead) and while one of its pod
 /// migrations is unfinished.
@@ -351,7 +369,17 @@ pub async fn delete_cluster(
     }
     let delete = {
         let (state, name, actor) = (state.clone(), name.clone(), actor.name.clone());
-        async move { state.ingest.delete_cluster(&name, &actor).await }
+        async move {
+            let executor = &state.pod_migrations.executor;
+            let _knobs = executor.knobs_lock().await;
+            let outcome = state.ingest.delete_cluster(&name, &actor).await?;
+            if let ClusterDeletion::Deleted(d) = &outcome
+                && d.arbitration_config
+            {
+                executor.set_cluster_config(&name, None);
+            }
+            Ok::<_, rebalancer_store::StoreError>(outcome)
+        }
     };
     let outcome = state
         .in_flight
@@ -382,6 +410,7 @@ pub async fn delete_cluster(
         policy_state_scopes: deleted.policy_state_scopes,
         schedules_deleted: deleted.schedules,
         decisions_expired: deleted.expired_decisions,
+        arbitration_config_deleted: deleted.arbitration_config,
     };
     audit::record(
         &state.store,

@@ -404,9 +404,6 @@ pub async fn approve_decisions(
     }))
 }
 
-/// Audit action of replacing a profile's auto-approve rules (alongside `crate::audit::action`).
-const AUTO_APPROVE_PUT: &str = "profile.auto-approve";
-
 /// A profile's auto-approve rules.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -481,7 +478,7 @@ pub async fn put_auto_approve(
             audit::record(
                 &state.store,
                 &actor,
-                AUTO_APPROVE_PUT,
+                crate::audit::action::PROFILE_AUTO_APPROVE,
                 kind::PROFILE,
                 &name,
                 Some(json!({"autoApprove": json})),

@@ -439,8 +439,8 @@ impl From<DeleteTokenError> for ApiError {
             ),
             DeleteTokenError::LastAdmin => ApiError::conflict(
                 "last_admin_token",
-                "this is the last admin token: create another admin token first, so the API is \
-                 not left without an administrator",
+                "this is the last admin token that has not expired: create another admin token \
+                 first, so the API is not left without an administrator",
             ),
             DeleteTokenError::Store(e) => e.into(),
         }

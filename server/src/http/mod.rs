@@ -103,8 +103,9 @@ impl utoipa::Modify for BearerAuth {
                     .description(Some(
                         "An API token (`rb_…`), required on every /api/v1 call. Roles: viewer \
                          (read), approver (viewer + approve/reject decisions, abort pod \
-                         migrations), admin (everything). Missing or invalid → 401; role too \
-                         low → 403. The first start prints an admin token (or set \
+                         migrations), operator (viewer + push snapshots, start runs, manage \
+                         schedules), admin (everything). Missing, invalid or expired → 401; \
+                         role not allowed → 403. The first start prints an admin token (or set \
                          REBALANCER_ADMIN_TOKEN); create more with POST /api/v1/tokens.",
                     ))
                     .build(),
@@ -161,6 +162,11 @@ fn api_routes(body_limit: usize) -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(
             pod_migrations::get_arbitration,
             pod_migrations::put_arbitration
+        ))
+        .routes(utoipa_axum::routes!(
+            pod_migrations::get_cluster_arbitration,
+            pod_migrations::put_cluster_arbitration,
+            pod_migrations::delete_cluster_arbitration
         ))
         .routes(utoipa_axum::routes!(
             schedules::create_schedule,
@@ -340,6 +346,7 @@ mod tests {
             "/api/v1/pod-migrations/{id}",
             "/api/v1/pod-migrations/{id}/abort",
             "/api/v1/arbitration",
+            "/api/v1/clusters/{name}/arbitration",
             "/metrics",
             "/api/v1/schedules",
             "/api/v1/schedules/{id}",
@@ -352,6 +359,6 @@ mod tests {
                 "{path} missing: {paths:?}"
             );
         }
-        assert_eq!(paths.len(), 29, "{paths:?}");
+        assert_eq!(paths.len(), 30, "{paths:?}");
     }
 }

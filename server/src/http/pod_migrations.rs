@@ -1,5 +1,5 @@
 //! Pod migrations (one per approved decision) with their events, abort, and the arbitration
-//! knobs.
+//! knobs: the global ones, and those of a cluster that has its own.
 
 use axum::Json;
 use axum::extract::State;
@@ -248,8 +248,7 @@ pub async fn abort_pod_migration(
         .map_err(|e| ApiError::internal("abort task failed", e))?
 }
 
-/// Audit vocabulary of the arbitration knobs (alongside `crate::audit::action`).
-const ARBITRATION_PUT: &str = "arbitration.put";
+/// Audit object kind of the arbitration knobs.
 const ARBITRATION_KIND: &str = "arbitration";
 
 /// The arbitration knobs in force (Koordinator's MigrationControllerArgs names and defaults).
@@ -295,13 +294,174 @@ pub async fn put_arbitration(
             audit::record(
                 &state.store,
                 &actor,
-                ARBITRATION_PUT,
+                crate::audit::action::ARBITRATION_PUT,
                 ARBITRATION_KIND,
                 "arbitration",
                 Some(json),
             )
             .await;
             Ok::<_, ApiError>(Json(config))
+        }
+    };
+    state
+        .in_flight
+        .detached(work)
+        .await
+        .map_err(|e| ApiError::internal("arbitration config task failed", e))?
+}
+
+/// Where a cluster's arbitration knobs come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ArbitrationSource {
+    /// The cluster's own knobs (`PUT /api/v1/clusters/{name}/arbitration`).
+    Cluster,
+    /// The global knobs (`GET /api/v1/arbitration`): the cluster has none of its own.
+    Global,
+}
+
+/// The arbitration knobs in force for one cluster.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterArbitration {
+    pub cluster: String,
+    pub source: ArbitrationSource,
+    /// The knobs its pod migrations are arbitrated, rate-limited and started with.
+    pub config: ArbitrationConfig,
+}
+
+fn cluster_arbitration(state: &AppState, cluster: String) -> ClusterArbitration {
+    let (config, own) = state.pod_migrations.executor.config_for(&cluster);
+    ClusterArbitration {
+        cluster,
+        source: if own {
+            ArbitrationSource::Cluster
+        } else {
+            ArbitrationSource::Global
+        },
+        config,
+    }
+}
+
+/// The arbitration knobs in force for a cluster: its own, or else the global ones (`source`
+/// says which).
+#[utoipa::path(get, path = "/api/v1/clusters/{name}/arbitration", tag = "pod-migrations",
+    params(("name" = String, Path, description = "Cluster name")),
+    responses(
+        (status = 200, description = "The knobs in force for the cluster", body = ClusterArbitration),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such cluster (`not_found`)", body = ErrorBody),
+    ))]
+pub async fn get_cluster_arbitration(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<ClusterArbitration>, ApiError> {
+    state.store.cluster_arbitration_config(&name).await?;
+    Ok(Json(cluster_arbitration(&state, name)))
+}
+
+/// Give a cluster its own arbitration knobs: a whole document, fields left out taking
+/// Koordinator's defaults (not the global knobs'). Its pod migrations are then arbitrated and
+/// rate-limited with these; other clusters keep theirs.
+#[utoipa::path(put, path = "/api/v1/clusters/{name}/arbitration", tag = "pod-migrations",
+    params(("name" = String, Path, description = "Cluster name")),
+    request_body = ArbitrationConfig,
+    responses(
+        (status = 200, description = "The cluster's knobs now in force", body = ClusterArbitration),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`), or the body \
+            is not JSON (`invalid_json`)", body = ErrorBody),
+        (status = 404, description = "No such cluster (`not_found`)", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "A knob cannot work (`invalid_config`: e.g. a zero limiter \
+            duration; `details.errors` lists every problem), or the body does not match the \
+            schema (`invalid_request`)", body = ErrorBody),
+    ))]
+pub async fn put_cluster_arbitration(
+    State(state): State<AppState>,
+    actor: Actor,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(config): ApiJson<ArbitrationConfig>,
+) -> Result<Json<ClusterArbitration>, ApiError> {
+    let errors: Vec<KnobError> = config.validate();
+    if !errors.is_empty() {
+        return Err(ApiError::field_problems(
+            "invalid_config",
+            &format!("the arbitration config of cluster \"{name}\""),
+            &errors,
+        ));
+    }
+    let json = serde_json::to_value(&config)
+        .map_err(|e| ApiError::internal("serialising the arbitration config", e))?;
+    let work = {
+        let state = state.clone();
+        async move {
+            let executor = &state.pod_migrations.executor;
+            {
+                // With a cluster deletion in between, the knobs stay gone in both places.
+                let _knobs = executor.knobs_lock().await;
+                state
+                    .store
+                    .put_cluster_arbitration_config(&name, &json)
+                    .await?;
+                executor.set_cluster_config(&name, Some(config));
+            }
+            audit::record(
+                &state.store,
+                &actor,
+                crate::audit::action::ARBITRATION_PUT,
+                ARBITRATION_KIND,
+                &format!("clusters/{name}"),
+                Some(json!({"cluster": name, "config": json})),
+            )
+            .await;
+            Ok::<_, ApiError>(Json(cluster_arbitration(&state, name)))
+        }
+    };
+    state
+        .in_flight
+        .detached(work)
+        .await
+        .map_err(|e| ApiError::internal("arbitration config task failed", e))?
+}
+
+/// Make a cluster follow the global arbitration knobs again (nothing to do when it has none of
+/// its own). Answers the knobs now in force for it.
+#[utoipa::path(delete, path = "/api/v1/clusters/{name}/arbitration", tag = "pod-migrations",
+    params(("name" = String, Path, description = "Cluster name")),
+    responses(
+        (status = 200, description = "The knobs now in force for the cluster (the global ones)",
+            body = ClusterArbitration),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such cluster (`not_found`)", body = ErrorBody),
+    ))]
+pub async fn delete_cluster_arbitration(
+    State(state): State<AppState>,
+    actor: Actor,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<ClusterArbitration>, ApiError> {
+    let work = {
+        let state = state.clone();
+        async move {
+            let executor = &state.pod_migrations.executor;
+            let had = {
+                let _knobs = executor.knobs_lock().await;
+                let had = state.store.delete_cluster_arbitration_config(&name).await?;
+                executor.set_cluster_config(&name, None);
+                had
+            };
+            if had {
+                audit::record(
+                    &state.store,
+                    &actor,
+                    crate::audit::action::ARBITRATION_DELETE,
+                    ARBITRATION_KIND,
+                    &format!("clusters/{name}"),
+                    Some(json!({"cluster": name})),
+                )
+                .await;
+            }
+            Ok::<_, ApiError>(Json(cluster_arbitration(&state, name)))
         }
     };
     state

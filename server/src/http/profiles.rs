@@ -89,11 +89,7 @@ pub(crate) fn parse_document(format: DocumentFormat, body: &[u8]) -> Result<Valu
         }),
         // Integers beyond 64 bits read as floats, as they do in JSON; the structure (depth,
         // repeated keys, one document) is checked first.
-        DocumentFormat::Yaml => {
-            rebalancer_cluster::document::check_yaml(body)?;
-            rebalancer_cluster::yaml_json_value(serde_yaml::Deserializer::from_slice(body))
-        }
-        .map_err(|e| {
+        DocumentFormat::Yaml => crate::http::extract::decode_yaml(body, |e| {
             ApiError::bad_request("invalid_yaml", format!("the body is not valid YAML: {e}"))
         }),
     }

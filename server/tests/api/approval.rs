@@ -4,24 +4,9 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, assert_error, list, node, pod, small_cluster};
+use crate::support::{TestServer, assert_error, lifetime_profile, list, node, pod, small_cluster};
 
 /// A profile whose PodLifeTime proposes every pod of the small cluster.
-pub fn lifetime_profile() -> Value {
-    json!({
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [{
-            "name": "everything-old",
-            "pluginConfig": [
-                {"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 60}},
-                {"name": "DefaultEvictor", "args": {}}
-            ],
-            "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}}
-        }]
-    })
-}
-
 /// Push the small cluster, store the profile, run it; returns (run id, decisions).
 pub async fn proposals(server: &TestServer) -> (i64, Vec<Value>) {
     server.push("east", &small_cluster()).await;

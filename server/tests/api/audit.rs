@@ -109,7 +109,7 @@ async fn mutations_are_recorded_with_who_what_and_which_object() {
     assert_eq!(items[5]["object"], json!({"kind": "policy", "id": policy}));
     assert_eq!(
         items[1]["detail"],
-        json!({"name": "viewer", "role": "viewer"})
+        json!({"name": "viewer", "role": "viewer", "expiresAt": null})
     );
     assert_eq!(items[0]["object"]["id"], viewer_id.to_string());
 
@@ -180,4 +180,81 @@ async fn the_audit_log_cannot_be_altered() {
     }
     let (_, after) = server.get("/api/v1/audit").await;
     assert_eq!(after, log);
+}
+
+/// The two settings documents: replacing a profile's auto-approve rules and the arbitration
+/// knobs are recorded with what was set; a refused (invalid) change is not.
+#[tokio::test]
+async fn auto_approve_rules_and_arbitration_knobs_are_recorded() {
+    let server = TestServer::start().await;
+    server
+        .put_profile("lifetime", &crate::support::lifetime_profile())
+        .await;
+    let rules = json!({"rules": [{"name": "web-pods", "plugins": ["PodLifeTime"], "namespaces": ["shop"]}]});
+    let (status, body) = server
+        .put_json("/api/v1/profiles/lifetime/auto-approve", &rules)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body:#}");
+    let (status, knobs) = server
+        .put_json("/api/v1/arbitration", &json!({"maxMigratingPerNode": 1}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{knobs:#}");
+    let (status, _) = server
+        .put_json("/api/v1/arbitration", &json!({"maxMigratingPerNod": 1}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let (_, log) = server.get("/api/v1/audit").await;
+    assert_eq!(
+        actions(&log),
+        ["arbitration.put", "profile.auto-approve", "profile.put"],
+        "{log:#}"
+    );
+    let items = log["items"].as_array().unwrap();
+    assert_eq!(
+        items[0]["object"],
+        json!({"kind": "arbitration", "id": "arbitration"})
+    );
+    assert_eq!(items[0]["detail"], knobs, "the knobs as stored");
+    assert_eq!(
+        items[1]["object"],
+        json!({"kind": "profile", "id": "lifetime"})
+    );
+    assert_eq!(
+        items[1]["detail"]["autoApprove"]["rules"][0]["name"],
+        "web-pods"
+    );
+    assert_eq!(items[1]["actor"]["name"], ENV_ACTOR);
+}
+
+/// docs/api.md's table of audit actions lists exactly the actions the server records.
+#[test]
+fn the_documented_audit_actions_are_the_recorded_ones() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md"))
+        .expect("docs/api.md");
+    let section = docs
+        .split("## Audit log")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("an Audit log section");
+    let mut documented: Vec<String> = section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|l| {
+            let first = l.split('|').nth(1).unwrap_or_default().to_string();
+            first
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    documented.sort();
+    let mut recorded: Vec<String> = rebalancer_server::audit::action::ALL
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    recorded.sort();
+    assert_eq!(documented, recorded);
 }

@@ -1,5 +1,6 @@
-//! Identity and roles: bearer tokens on every `/api/v1` call, viewer/approver/admin, tokens
-//! created, listed and deleted over the API, the configured admin token.
+//! Identity and roles: bearer tokens on every `/api/v1` call, viewer/approver/operator/admin,
+//! tokens created (with an optional expiry), listed and deleted over the API, the configured
+//! admin token.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -77,13 +78,15 @@ async fn each_role_may_do_what_it_is_for_and_gets_403_beyond() {
     server.push("east", &small_cluster()).await;
     let viewer = server.create_token("dashboard", "viewer").await;
     let approver = server.create_token("on-call", "approver").await;
+    let operator = server.create_token("nightly-push", "operator").await;
     let admin = server.create_token("platform", "admin").await;
 
     // Reads: every role.
-    for token in [&viewer, &approver, &admin] {
+    for token in [&viewer, &approver, &operator, &admin] {
         for path in [
             "/api/v1/clusters",
             "/api/v1/clusters/east/nodes",
+            "/api/v1/clusters/east/arbitration",
             "/api/v1/policies",
             "/api/v1/profiles",
             "/api/v1/runs",
@@ -96,27 +99,29 @@ async fn each_role_may_do_what_it_is_for_and_gets_403_beyond() {
         }
     }
 
-    // Changes: admin only.
-    let run = json!({"cluster": "east", "profile": "default"});
+    // Admin only: tokens, policies, profiles, arbitration, deleting a cluster.
     let token_request = json!({"name": "x", "role": "viewer"});
-    let mutations: [(Method, &str, Option<&Value>); 6] = [
-        (Method::POST, "/api/v1/runs", Some(&run)),
-        (
-            Method::PUT,
-            "/api/v1/clusters/east/snapshot",
-            Some(&small_cluster()),
-        ),
+    let profile =
+        json!({"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": []});
+    let admin_only: [(Method, &str, Option<&Value>); 7] = [
         (Method::POST, "/api/v1/tokens", Some(&token_request)),
         (Method::GET, "/api/v1/tokens", None),
         (Method::DELETE, "/api/v1/policies/SomePolicy", None),
+        (Method::PUT, "/api/v1/profiles/mine", Some(&profile)),
+        (Method::PUT, "/api/v1/arbitration", Some(&json!({}))),
         (
-            Method::POST,
-            "/api/v1/schedules",
-            Some(&json!({"cluster": "east", "profile": "default", "intervalSeconds": 60})),
+            Method::PUT,
+            "/api/v1/clusters/east/arbitration",
+            Some(&json!({})),
         ),
+        (Method::DELETE, "/api/v1/clusters/east", None),
     ];
-    for (role, token) in [("viewer", &viewer), ("approver", &approver)] {
-        for (method, path, body) in &mutations {
+    for (role, token) in [
+        ("viewer", &viewer),
+        ("approver", &approver),
+        ("operator", &operator),
+    ] {
+        for (method, path, body) in &admin_only {
             let (status, answer) = server.call(Some(token), method.clone(), path, *body).await;
             assert_eq!(status, StatusCode::FORBIDDEN, "{role} {method} {path}");
             let message = assert_error(&answer, "forbidden");
@@ -126,9 +131,110 @@ async fn each_role_may_do_what_it_is_for_and_gets_403_beyond() {
                 "{message}"
             );
             assert_eq!(answer["details"]["requiredRole"], "admin");
+            assert_eq!(answer["details"]["allowedRoles"], json!(["admin"]));
             assert_eq!(answer["details"]["role"], role);
         }
     }
+
+    // Operator: push snapshots, start runs, manage schedules; not approve.
+    let run = json!({"cluster": "east", "profile": "default"});
+    let schedule = json!({"cluster": "east", "profile": "default", "intervalSeconds": 60});
+    let operations: [(Method, &str, Option<&Value>); 3] = [
+        (Method::POST, "/api/v1/runs", Some(&run)),
+        (
+            Method::PUT,
+            "/api/v1/clusters/east/snapshot",
+            Some(&small_cluster()),
+        ),
+        (Method::POST, "/api/v1/schedules", Some(&schedule)),
+    ];
+    for (role, token) in [("viewer", &viewer), ("approver", &approver)] {
+        for (method, path, body) in &operations {
+            let (status, answer) = server.call(Some(token), method.clone(), path, *body).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{role} {method} {path}");
+            let message = assert_error(&answer, "forbidden");
+            assert!(
+                message.contains("needs the operator or admin role"),
+                "{message}"
+            );
+            assert_eq!(answer["details"]["requiredRole"], "operator");
+            assert_eq!(
+                answer["details"]["allowedRoles"],
+                json!(["operator", "admin"])
+            );
+        }
+    }
+    for (method, path, body) in &operations {
+        let (status, answer) = server
+            .call(Some(&operator), method.clone(), path, *body)
+            .await;
+        assert!(
+            status.is_success(),
+            "operator {method} {path}: {status} {answer:#}"
+        );
+    }
+    let (_, schedules) = server.get("/api/v1/schedules").await;
+    let schedule_id = schedules["items"][0]["id"].as_i64().unwrap();
+    let (status, body) = server
+        .call(
+            Some(&operator),
+            Method::PUT,
+            &format!("/api/v1/schedules/{schedule_id}"),
+            Some(&json!({"cluster": "east", "profile": "default", "intervalSeconds": 120})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body:#}");
+    let (status, _) = server
+        .call(
+            Some(&operator),
+            Method::DELETE,
+            &format!("/api/v1/schedules/{schedule_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    // The audit log names the operator.
+    let (_, audit) = server.get("/api/v1/audit?actor=nightly-push").await;
+    let actions: Vec<&str> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    for action in [
+        "run.create",
+        "cluster.snapshot",
+        "schedule.create",
+        "schedule.delete",
+    ] {
+        assert!(actions.contains(&action), "{action}: {audit:#}");
+    }
+    assert!(
+        audit["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["actor"]["role"] == "operator")
+    );
+    // An operator does not approve what its runs propose, nor abort.
+    for path in [
+        "/api/v1/decisions/424242/approve",
+        "/api/v1/decisions/424242/reject",
+        "/api/v1/pod-migrations/424242/abort",
+    ] {
+        let (status, answer) = server
+            .call(Some(&operator), Method::POST, path, Some(&json!({})))
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}");
+        let message = assert_error(&answer, "forbidden");
+        assert!(
+            message.contains(
+                "needs the approver or admin role; token \"nightly-push\" has the operator role"
+            ),
+            "{message}"
+        );
+    }
+
     let (status, body) = server
         .call(Some(&admin), Method::POST, "/api/v1/runs", Some(&run))
         .await;
@@ -265,29 +371,64 @@ async fn the_openapi_document_states_the_role_of_every_operation() {
         .await;
     assert_eq!(status, StatusCode::OK);
     let operation = |path: &str, method: &str| doc["paths"][path][method].clone();
-    for (path, method, role) in [
-        ("/api/v1/clusters", "get", "viewer"),
-        ("/api/v1/runs", "post", "admin"),
-        ("/api/v1/tokens", "get", "admin"),
-        ("/api/v1/audit", "get", "viewer"),
+    let any =
+        "Requires a bearer token with any role (`viewer`, `approver`, `operator` or `admin`).";
+    for (path, method, note) in [
+        ("/api/v1/clusters", "get", any),
+        (
+            "/api/v1/runs",
+            "post",
+            "Requires a bearer token with the `operator` or `admin` role.",
+        ),
+        (
+            "/api/v1/clusters/{name}/snapshot",
+            "put",
+            "Requires a bearer token with the `operator` or `admin` role.",
+        ),
+        (
+            "/api/v1/decisions/{id}/approve",
+            "post",
+            "Requires a bearer token with the `approver` or `admin` role.",
+        ),
+        (
+            "/api/v1/tokens",
+            "get",
+            "Requires a bearer token with the `admin` role.",
+        ),
+        (
+            "/api/v1/clusters/{name}/arbitration",
+            "put",
+            "Requires a bearer token with the `admin` role.",
+        ),
+        ("/api/v1/audit", "get", any),
     ] {
         let op = operation(path, method);
         let description = op["description"].as_str().unwrap_or_default();
         assert!(
-            description.contains(&format!("`{role}` role")),
+            description.ends_with(note),
             "{method} {path}: {description}"
         );
-        assert!(op["responses"]["401"].is_object(), "{method} {path}");
+        assert!(
+            op["responses"]["401"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("token_expired"),
+            "{method} {path}"
+        );
         assert!(op["responses"]["403"].is_object(), "{method} {path}");
     }
+    assert_eq!(
+        operation("/api/v1/runs", "post")["responses"]["403"]["description"],
+        "The token's role is not `operator` or `admin` (`forbidden`)"
+    );
     assert_eq!(doc["security"], json!([{"bearer": []}]));
     assert_eq!(operation("/healthz", "get")["security"], json!([{}]));
     assert_eq!(operation("/metrics", "get")["security"], json!([{}]));
 }
 
 /// Every operation of the OpenAPI document, plus `HEAD` of every `GET`, called with no token and
-/// with each role: a caller below what the access table asks for is refused (401 without a
-/// token, 403 with one), a caller at or above it never is. Methods a path does not have stay
+/// with each role: a caller the access table does not let in is refused (401 without a token,
+/// 403 with one), a caller it lets in never is. Methods a path does not have stay
 /// 405, and unknown paths 404, whoever calls.
 #[tokio::test]
 async fn every_documented_operation_and_its_head_are_guarded_by_the_access_table() {
@@ -297,10 +438,12 @@ async fn every_documented_operation_and_its_head_are_guarded_by_the_access_table
     let server = TestServer::start().await;
     let viewer = server.create_token("walk-viewer", "viewer").await;
     let approver = server.create_token("walk-approver", "approver").await;
+    let operator = server.create_token("walk-operator", "operator").await;
     let callers: Vec<(Option<Role>, reqwest::Client)> = vec![
         (None, reqwest::Client::new()),
         (Some(Role::Viewer), client_with_token(&viewer)),
         (Some(Role::Approver), client_with_token(&approver)),
+        (Some(Role::Operator), client_with_token(&operator)),
         (Some(Role::Admin), client_with_token(ADMIN_TOKEN)),
     ];
     let name = |role: Option<Role>| role.map_or("no token".to_string(), |r| r.to_string());
@@ -372,7 +515,7 @@ async fn every_documented_operation_and_its_head_are_guarded_by_the_access_table
                 };
                 let allowed = match (needed, role) {
                     (None, _) => true,
-                    (Some(needed), Some(role)) => *role >= needed,
+                    (Some(needed), Some(role)) => role.grants(needed),
                     (Some(_), None) => false,
                 };
                 if allowed {
@@ -436,7 +579,8 @@ async fn head_of_the_token_list_needs_an_admin_like_get() {
     let server = TestServer::start().await;
     let viewer = server.create_token("dashboard", "viewer").await;
     let approver = server.create_token("on-call", "approver").await;
-    for token in [&viewer, &approver] {
+    let operator = server.create_token("nightly-push", "operator").await;
+    for token in [&viewer, &approver, &operator] {
         for method in [Method::GET, Method::HEAD] {
             let response = client_with_token(token)
                 .request(method.clone(), server.url("/api/v1/tokens"))
@@ -453,4 +597,145 @@ async fn head_of_the_token_list_needs_an_admin_like_get() {
         .await
         .unwrap();
     assert_eq!(head.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn tokens_may_expire_and_an_expired_one_is_refused_with_its_own_code() {
+    let server = TestServer::start().await;
+    let before = time::OffsetDateTime::now_utc();
+
+    // expiresIn: seconds from now.
+    let (status, created) = server
+        .post_json(
+            "/api/v1/tokens",
+            &json!({"name": "nightly-push", "role": "operator", "expiresIn": 3600}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created:#}");
+    let expires_at_text = created["expiresAt"].clone();
+    let expires_at = time::OffsetDateTime::parse(
+        created["expiresAt"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let lifetime = expires_at - before;
+    assert!(
+        lifetime >= time::Duration::seconds(3599) && lifetime <= time::Duration::seconds(3610),
+        "{created:#}"
+    );
+    let id = created["id"].as_i64().unwrap();
+    let secret = created["token"].as_str().unwrap().to_string();
+    let (status, _) = server
+        .call(Some(&secret), Method::GET, "/api/v1/runs", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // expiresAt: an RFC 3339 time in the future.
+    let (status, created) = server
+        .post_json(
+            "/api/v1/tokens",
+            &json!({"name": "quarterly", "role": "viewer", "expiresAt": "2999-01-31T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created:#}");
+    assert_eq!(created["expiresAt"], "2999-01-31T00:00:00Z");
+    // None: never.
+    let (_, forever) = server
+        .post_json(
+            "/api/v1/tokens",
+            &json!({"name": "portal", "role": "viewer"}),
+        )
+        .await;
+    assert_eq!(forever["expiresAt"], Value::Null);
+
+    // Refused expiries, each saying why.
+    for (body, says) in [
+        (
+            json!({"name": "a", "role": "viewer", "expiresIn": 60, "expiresAt": "2999-01-01T00:00:00Z"}),
+            "not both",
+        ),
+        (
+            json!({"name": "a", "role": "viewer", "expiresAt": "2020-01-01T00:00:00Z"}),
+            "is not in the future",
+        ),
+        (
+            json!({"name": "a", "role": "viewer", "expiresAt": "tomorrow"}),
+            "is not an RFC 3339 time",
+        ),
+        (
+            json!({"name": "a", "role": "viewer", "expiresIn": 0}),
+            "expiresIn must be from 1 to",
+        ),
+    ] {
+        let (status, answer) = server.post_json("/api/v1/tokens", &body).await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{body}: {answer:#}"
+        );
+        let message = assert_error(&answer, "invalid_expiry");
+        assert!(message.contains(says), "{body}: {message}");
+    }
+    let (status, answer) = server
+        .post_json(
+            "/api/v1/tokens",
+            &json!({"name": "a", "role": "viewer", "expiresin": 60}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_error(&answer, "invalid_request");
+
+    // The audit entry records the role and the expiry.
+    let (_, audit) = server
+        .get(&format!("/api/v1/audit?action=token.create&object={id}"))
+        .await;
+    let detail = &audit["items"][0]["detail"];
+    assert_eq!(detail["name"], "nightly-push");
+    assert_eq!(detail["role"], "operator");
+    assert_eq!(detail["expiresAt"], expires_at_text);
+
+    // Its time passes (moved into the past in the database): 401 token_expired, and the list
+    // shows it expired.
+    sqlx::query("UPDATE api_tokens SET expires_at = ? WHERE id = ?")
+        .bind(rebalancer_store::now_ms() - 1_000)
+        .bind(id)
+        .execute(server.state().store.pool())
+        .await
+        .unwrap();
+    let response = client_with_token(&secret)
+        .get(server.url("/api/v1/runs"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert!(
+        response.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("error=\"invalid_token\", error_description=\"the token expired\"")
+    );
+    let body: Value = response.json().await.unwrap();
+    let message = assert_error(&body, "token_expired");
+    assert!(
+        message.starts_with("the bearer token \"nightly-push\" expired at "),
+        "{message}"
+    );
+    let (_, list) = server.get("/api/v1/tokens").await;
+    let listed = |name: &str| {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(listed("nightly-push")["expired"], true, "{list:#}");
+    assert!(listed("nightly-push")["expiresAt"].is_string());
+    assert_eq!(listed("quarterly")["expired"], false);
+    assert_eq!(listed("portal")["expiresAt"], Value::Null);
+    assert_eq!(listed("portal")["expired"], false);
+    // Deleting it is still possible (it is a record now).
+    let (status, _) = server.delete(&format!("/api/v1/tokens/{id}")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
 }

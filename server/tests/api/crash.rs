@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use sqlx::Connection;
 
 use crate::process::{BINARY, Process};
-use crate::support::{ADMIN_TOKEN, client_with_token, small_cluster};
+use crate::support::{ADMIN_TOKEN, client_with_token, lifetime_profile, small_cluster};
 
 /// Start the binary on `database`; wait until it is ready.
 fn start(database: &Path, fault: Option<&str>) -> Process {
@@ -161,16 +161,7 @@ async fn crash_and_resume(point: &str, expect_step: &str, evicted_at_crash: i64)
         Some(small_cluster()),
     )
     .await;
-    let profile = json!({
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "profiles": [{
-            "name": "old",
-            "pluginConfig": [{"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 60}}],
-            "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}}
-        }]
-    });
-    let decision = propose_and_approve(&base, "east", profile, uid).await;
+    let decision = propose_and_approve(&base, "east", lifetime_profile(), uid).await;
 
     let status = first.wait_exit();
     assert!(

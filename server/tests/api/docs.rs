@@ -51,6 +51,10 @@ async fn health_openapi_and_swagger_ui() {
         ("/api/v1/pod-migrations/{id}", vec!["get"]),
         ("/api/v1/pod-migrations/{id}/abort", vec!["post"]),
         ("/api/v1/arbitration", vec!["get", "put"]),
+        (
+            "/api/v1/clusters/{name}/arbitration",
+            vec!["delete", "get", "put"],
+        ),
         ("/metrics", vec!["get"]),
         ("/api/v1/schedules", vec!["get", "post"]),
         ("/api/v1/schedules/{id}", vec!["delete", "get", "put"]),
@@ -257,7 +261,7 @@ async fn the_openapi_document_follows_its_structural_rules() {
     let (status, doc) = server.get("/api-docs/openapi.json").await;
     assert_eq!(status, StatusCode::OK);
     let all = operations(&doc);
-    assert_eq!(all.len(), 40, "every route");
+    assert_eq!(all.len(), 43, "every route");
 
     let mut problems = Vec::new();
     for (method, path, operation) in &all {

@@ -28,6 +28,7 @@ mod policies;
 mod profiles;
 mod restart;
 mod runs;
+mod shutdown;
 mod timeouts;
 mod tls;
 mod triggers;

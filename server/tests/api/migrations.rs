@@ -1,5 +1,6 @@
 //! Pod migrations end to end on the simulated backend: the API contract, arbitration waiting
-//! with a reason, Koordinator's filters, abort, and the arbitration knobs.
+//! with a reason, Koordinator's filters, abort, the arbitration knobs, and clusters that share
+//! names arbitrated apart.
 
 use std::time::Duration;
 
@@ -7,13 +8,14 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::approval::proposals;
-use crate::support::{TestServer, assert_error, metric_sum};
+use crate::support::lifetime_profile;
+use crate::support::{TestServer, assert_error, metric_sum, pod, small_cluster};
 
 pub fn decision_of(decisions: &[Value], pod: &str) -> i64 {
     decisions
         .iter()
         .find(|d| d["pod"]["name"] == pod)
-        .unwrap_or_else(|| panic!("no decision for {pod}"))["id"]
+        .unwrap_or_else(|| panic!("no decision for {pod} among {decisions:#?}"))["id"]
         .as_i64()
         .unwrap()
 }
@@ -314,5 +316,242 @@ async fn arbitration_knobs_over_the_api() {
     let m = wait_for(&server, id, finished).await;
     assert_eq!(m["mode"], "EvictDirectly");
     assert_eq!(m["phase"], "Succeeded", "{m:#}");
+    server.stop().await;
+}
+
+/// The small cluster plus a second pod of the batch Job.
+fn two_job_pods() -> Value {
+    let mut cluster = small_cluster();
+    let items = cluster["items"].as_array_mut().unwrap();
+    items.push(
+        pod("batch", "job-2")
+            .on("n2")
+            .owned_by("Job", "job")
+            .build(),
+    );
+    cluster
+}
+
+/// [`two_job_pods`] and a PodDisruptionBudget that lets no web pod go, so that an admitted web
+/// pod migration stays Running, waiting on it (pushed after the run: the policies do not
+/// propose pods it protects).
+fn cluster_with_pdb() -> Value {
+    let mut cluster = two_job_pods();
+    cluster["items"].as_array_mut().unwrap().push(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "shop", "uid": "uid-pdb-web"},
+        "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "web"}}}
+    }));
+    cluster
+}
+
+/// Run the lifetime profile on `cluster`; its decisions.
+async fn lifetime_decisions(server: &TestServer, cluster: &str) -> Vec<Value> {
+    let (status, run) = server.run(cluster, "lifetime").await;
+    assert_eq!(status, StatusCode::CREATED, "{run:#}");
+    let (_, decisions) = server
+        .get(&format!("/api/v1/decisions?run={}&limit=100", run["id"]))
+        .await;
+    decisions["items"].as_array().unwrap().clone()
+}
+
+fn arbitration_source(body: &Value) -> (&str, &str) {
+    (
+        body["cluster"].as_str().unwrap(),
+        body["source"].as_str().unwrap(),
+    )
+}
+
+/// Two clusters pushed from the same manifests share every node, namespace, pod and controller
+/// name and uid. Arbitration keeps them apart: the caps count the candidate's own cluster, the
+/// token buckets are per cluster, and a cluster's own knobs apply to it alone.
+#[tokio::test]
+async fn clusters_sharing_names_are_arbitrated_apart() {
+    let mut server = TestServer::start().await;
+    server.put_profile("lifetime", &lifetime_profile()).await;
+    let mut decisions = Vec::new();
+    for cluster in ["east", "west"] {
+        server.push(cluster, &two_job_pods()).await;
+        decisions.push(lifetime_decisions(&server, cluster).await);
+        server.push(cluster, &cluster_with_pdb()).await;
+    }
+    let (east, west) = (&decisions[0], &decisions[1]);
+
+    // Every cap at 1, both token buckets one eviction per long while.
+    let (status, body) = server
+        .put_json(
+            "/api/v1/arbitration",
+            &json!({"maxMigratingGlobally": 1, "maxMigratingPerNode": 1,
+                    "maxMigratingPerNamespace": 1, "skipCheckExpectedReplicas": true,
+                    "objectLimiters": {"workload": null,
+                                       "namespace": {"duration": "1h", "maxMigrating": 1}},
+                    "evictQPS": 0.001}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body:#}");
+
+    // East's web-1 is admitted and holds there (the PDB): one running in east, on n1, in shop,
+    // of ReplicaSet web.
+    let east_web_1 = approve(&server, decision_of(east, "web-1")).await;
+    let m = wait_for(&server, east_web_1, |m| m["reason"] == "BlockedByPdb").await;
+    assert_eq!(m["phase"], "Running", "{m:#}");
+    // West's web-1 has the same node, namespace, workload and uid: none of east's counts.
+    let west_web_1 = approve(&server, decision_of(west, "web-1")).await;
+    let m = wait_for(&server, west_web_1, |m| {
+        m["reason"] == "BlockedByPdb" || m["reason"] == "Waiting"
+    })
+    .await;
+    assert_eq!(
+        (m["phase"].as_str(), m["reason"].as_str()),
+        (Some("Running"), Some("BlockedByPdb")),
+        "west waited on east's pod migration: {m:#}"
+    );
+    assert_eq!(m["cluster"], "west");
+    // East's next one does wait, on east's own.
+    let east_web_2 = approve(&server, decision_of(east, "web-2")).await;
+    let m = wait_for(&server, east_web_2, |m| m["reason"] == "Waiting").await;
+    assert_eq!(
+        m["message"],
+        "waiting: 1 pod migration is running in cluster east (maxMigratingGlobally=1)"
+    );
+    for id in [east_web_1, west_web_1, east_web_2] {
+        let (status, body) = server
+            .post_json(&format!("/api/v1/pod-migrations/{id}/abort"), &json!({}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body:#}");
+    }
+
+    // The token buckets: east evicts batch/job-1, which takes east's eviction token and east's
+    // token for namespace batch; west's job-1 still goes at once.
+    for (cluster, decisions) in [("east", east), ("west", west)] {
+        let id = approve(&server, decision_of(decisions, "job-1")).await;
+        let m = wait_for(&server, id, finished).await;
+        assert_eq!(m["phase"], "Succeeded", "{cluster}: {m:#}");
+        assert_eq!(m["mode"], "ReservationFirst");
+    }
+    let east_job_2 = approve(&server, decision_of(east, "job-2")).await;
+    let m = wait_for(&server, east_job_2, |m| m["reason"] == "Waiting").await;
+    let message = m["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "waiting: namespace batch used its eviction budget (objectLimiters.namespace: 1 per 1h)"
+        ),
+        "{message}"
+    );
+
+    // West's own knobs: no namespace limiter, EvictDirectly.
+    let (status, body) = server.get("/api/v1/clusters/west/arbitration").await;
+    assert_eq!(status, StatusCode::OK, "{body:#}");
+    assert_eq!(arbitration_source(&body), ("west", "global"));
+    assert_eq!(body["config"]["maxMigratingGlobally"], 1);
+    let (status, body) = server
+        .put_json(
+            "/api/v1/clusters/west/arbitration",
+            &json!({"objectLimiters": {"workload": null}, "skipCheckExpectedReplicas": true,
+                    "defaultJobMode": "EvictDirectly"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body:#}");
+    assert_eq!(arbitration_source(&body), ("west", "cluster"));
+    // Fields left out are Koordinator's defaults, not the global knobs'.
+    assert_eq!(body["config"]["maxMigratingPerNode"], 2);
+    assert_eq!(body["config"]["maxMigratingGlobally"], Value::Null);
+    let west_job_2 = approve(&server, decision_of(west, "job-2")).await;
+    let m = wait_for(&server, west_job_2, finished).await;
+    assert_eq!(
+        (m["phase"].as_str(), m["mode"].as_str()),
+        (Some("Succeeded"), Some("EvictDirectly")),
+        "{m:#}"
+    );
+    let (_, east_knobs) = server.get("/api/v1/clusters/east/arbitration").await;
+    assert_eq!(arbitration_source(&east_knobs), ("east", "global"));
+
+    // Kept across a restart, and the buckets rebuilt per cluster: east's job-2 still waits.
+    server = server.restart().await;
+    let (_, body) = server.get("/api/v1/clusters/west/arbitration").await;
+    assert_eq!(arbitration_source(&body), ("west", "cluster"));
+    assert_eq!(body["config"]["defaultJobMode"], "EvictDirectly");
+    // (West's web-2 reaching its PDB shows the executor has made passes since.)
+    let west_web_2 = approve(&server, decision_of(west, "web-2")).await;
+    let m = wait_for(&server, west_web_2, |m| m["reason"] == "BlockedByPdb").await;
+    assert_eq!(m["mode"], "EvictDirectly");
+    let (_, m) = server
+        .get(&format!("/api/v1/pod-migrations/{east_job_2}"))
+        .await;
+    assert_eq!(
+        (m["phase"].as_str(), m["reason"].as_str()),
+        (Some("Pending"), Some("Waiting")),
+        "{m:#}"
+    );
+    let (status, _) = server
+        .post_json(
+            &format!("/api/v1/pod-migrations/{west_web_2}/abort"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // Refusals: an unknown cluster, an impossible knob, a role other than admin.
+    let (status, body) = server.get("/api/v1/clusters/north/arbitration").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body:#}");
+    assert!(assert_error(&body, "not_found").contains("cluster \"north\""));
+    let (status, body) = server
+        .put_json("/api/v1/clusters/north/arbitration", &json!({}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body:#}");
+    let (status, body) = server
+        .put_json("/api/v1/clusters/west/arbitration", &json!({"evictQPS": 0}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body:#}");
+    assert!(assert_error(&body, "invalid_config").contains("cluster \"west\""));
+    let approver = server.create_token("alice", "approver").await;
+    let (status, _) = server
+        .call(
+            Some(&approver),
+            Method::DELETE,
+            "/api/v1/clusters/west/arbitration",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // Back to the global knobs.
+    let (status, body) = server.delete("/api/v1/clusters/west/arbitration").await;
+    assert_eq!(status, StatusCode::OK, "{body:#}");
+    assert_eq!(arbitration_source(&body), ("west", "global"));
+    assert_eq!(body["config"]["maxMigratingGlobally"], 1);
+    let (_, audit) = server.get("/api/v1/audit?kind=arbitration").await;
+    let entries: Vec<(&str, &str)> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap(),
+                e["object"]["id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("arbitration.delete", "clusters/west"),
+            ("arbitration.put", "clusters/west"),
+            ("arbitration.put", "arbitration"),
+        ]
+    );
+
+    // A cluster's knobs go with it.
+    server
+        .put_json("/api/v1/clusters/west/arbitration", &json!({}))
+        .await;
+    let (status, body) = server.delete("/api/v1/clusters/west").await;
+    assert_eq!(status, StatusCode::OK, "{body:#}");
+    assert_eq!(body["arbitrationConfigDeleted"], true);
+    let (status, _) = server.get("/api/v1/clusters/west/arbitration").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    server.push("west", &cluster_with_pdb()).await;
+    let (_, body) = server.get("/api/v1/clusters/west/arbitration").await;
+    assert_eq!(arbitration_source(&body), ("west", "global"));
     server.stop().await;
 }

@@ -337,7 +337,7 @@ async fn a_body_with_problems_of_every_kind_gets_them_all_at_their_paths_in_the_
         [
             "profiles[1].nodeSelector",
             "profiles[1].plugins.balance.enabled[1]",
-            "profiles[0].pluginConfig[0].args",
+            "profiles[0].pluginConfig[0].args.thresholds.cpu",
         ],
         "{found:#?}"
     );

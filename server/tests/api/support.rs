@@ -464,6 +464,23 @@ pub fn small_cluster() -> Value {
     ])
 }
 
+/// A profile that proposes every pod older than a minute (the builders' pods are all old):
+/// PodLifeTime with `maxPodLifeTimeSeconds: 60`.
+pub fn lifetime_profile() -> Value {
+    json!({
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "profiles": [{
+            "name": "everything-old",
+            "pluginConfig": [
+                {"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 60}},
+                {"name": "DefaultEvictor", "args": {}}
+            ],
+            "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}}
+        }]
+    })
+}
+
 /// The value of the unlabelled series `name` (0 when absent).
 pub fn metric_value(text: &str, name: &str) -> f64 {
     text.lines()

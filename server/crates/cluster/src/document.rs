@@ -654,6 +654,11 @@ impl<'de> DeserializeSeed<'de> for Bounded<'_> {
     }
 }
 
+/// A JSON number for `f`; `null` for what JSON cannot hold (NaN, infinities).
+fn float(f: f64) -> Value {
+    serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+}
+
 impl<'de> Visitor<'de> for Bounded<'_> {
     type Value = Value;
 
@@ -669,8 +674,17 @@ impl<'de> Visitor<'de> for Bounded<'_> {
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
         Ok(Value::from(v))
     }
+    /// YAML integers beyond 64 bits (serde_yaml hands them out as `i128`/`u128`, which
+    /// `serde_json::Value` refuses) become floats, as they do when the same document is sent
+    /// as JSON.
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Value, E> {
+        Ok(i64::try_from(v).map_or_else(|_| float(v as f64), Value::from))
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Value, E> {
+        Ok(u64::try_from(v).map_or_else(|_| float(v as f64), Value::from))
+    }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+        Ok(float(v))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
         Ok(Value::String(v.to_owned()))
@@ -970,5 +984,25 @@ mod tests {
     #[test]
     fn yaml_syntax_errors_stay_syntax_errors() {
         assert!(matches!(yaml("a: [b"), Err(YamlFailure::Syntax(_))));
+        // What is not JSON stays refused: a key that is not a string.
+        assert!(matches!(yaml("? [1]\n: x"), Err(YamlFailure::Syntax(_))));
+    }
+
+    #[test]
+    fn big_yaml_integers_become_floats_like_json() {
+        use serde::Deserialize as _;
+        let big = "1180591620717411303424";
+        // serde_json::Value alone refuses it.
+        assert!(Value::deserialize(serde_yaml::Deserializer::from_str(big)).is_err());
+        let json: Value = serde_json::from_str(big).unwrap();
+        assert_eq!(yaml(big).unwrap(), json);
+        assert_eq!(
+            yaml(&format!("-{big}")).unwrap(),
+            serde_json::json!(-1.1805916207174113e21)
+        );
+        assert_eq!(
+            yaml("a: [1, -2, 1.5, x, true, null, {b: .inf}]").unwrap(),
+            serde_json::json!({"a": [1, -2, 1.5, "x", true, null, {"b": null}]})
+        );
     }
 }

@@ -56,7 +56,6 @@ mod usage;
 mod utilization;
 pub mod validation;
 mod wire;
-mod yaml;
 
 #[cfg(test)]
 mod push_tests;
@@ -79,7 +78,6 @@ pub use utilization::{
     NodeUsageSummary, NodeUtilization, ResourceAmounts, ResourcePercentages, UsageSourceName,
     node_utilization,
 };
-pub use yaml::json_value as yaml_json_value;
 
 /// The document format of an ingested snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]

@@ -117,6 +117,8 @@ pub struct DeletedCluster {
     pub schedules: Vec<i64>,
     /// Proposals nobody can act on any more, marked expired.
     pub expired_decisions: u64,
+    /// Whether it had its own arbitration knobs (deleted with it).
+    pub arbitration_config: bool,
 }
 
 impl Store {
@@ -155,6 +157,12 @@ impl Store {
                 .bind(id)
                 .fetch_one(&mut *tx)
                 .await?;
+        let arbitration_config: Option<i64> = sqlx::query_scalar(
+            "SELECT cluster_id FROM cluster_arbitration_config WHERE cluster_id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
         let schedules: Vec<i64> =
             sqlx::query_scalar("DELETE FROM schedules WHERE cluster = ? RETURNING id")
                 .bind(name)
@@ -169,7 +177,7 @@ impl Store {
             now,
         )
         .await?;
-        // Its objects and policy state go with it (ON DELETE CASCADE).
+        // Its objects, policy state and arbitration knobs go with it (ON DELETE CASCADE).
         sqlx::query("DELETE FROM clusters WHERE id = ?")
             .bind(id)
             .execute(&mut *tx)
@@ -182,6 +190,7 @@ impl Store {
             policy_state_scopes,
             schedules,
             expired_decisions,
+            arbitration_config: arbitration_config.is_some(),
         }))
     }
 

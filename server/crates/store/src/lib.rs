@@ -5,9 +5,10 @@
 //! # Layout
 //! One module per table group, in pipeline order: [`clusters`] (cluster state and its objects),
 //! [`policies`], [`profiles`], [`schedules`], [`runs`], [`decisions`] (proposals and their
-//! history), [`pod_migrations`] (records, events, arbitration config), [`transitions`] (every
-//! change that moves a decision and its pod migration together: approve, reject, expire, steps),
-//! [`backend`] (the simulated backend's cluster writes), [`tokens`], [`audit`], [`stats`].
+//! history), [`pod_migrations`] (records, events), [`arbitration`] (the knobs: global and per
+//! cluster), [`transitions`] (every change that moves a decision and its pod migration together:
+//! approve, reject, expire, steps), [`backend`] (the simulated backend's cluster writes),
+//! [`tokens`], [`audit`], [`stats`].
 //!
 //! Owns: the SQLite pool (WAL, busy timeout, foreign keys), the schema migrations
 //! ([`MIGRATOR`], from the workspace's `migrations/`), and typed reads and writes per table.
@@ -18,6 +19,7 @@
 //! Queries use `sqlx::query`/`query_as` (no compile-time checking against a live database);
 //! the tests in `tests.rs` run every one of them.
 
+pub mod arbitration;
 pub mod audit;
 pub mod backend;
 pub mod clusters;
@@ -53,7 +55,7 @@ pub use runs::{NewRun, RunEnd, RunRecord, RunStatus, RunTrigger};
 pub use schedules::{ScheduleRecord, ScheduleSpec};
 pub use state::{StateWrite, StoredScope};
 pub use tokens::{DeleteTokenError, InsertTokenError, NewToken, Role, TokenOrigin, TokenRecord};
-pub use transitions::{Approval, BulkApproval, MigrationTemplate};
+pub use transitions::{Approval, BulkApproval, MigrationTemplate, MigrationTemplates};
 
 /// The schema migrations, shared by start-up and tests.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../../migrations");

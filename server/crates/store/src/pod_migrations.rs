@@ -1,4 +1,4 @@
-//! Pod migrations (one per approved decision) and their events; the arbitration knobs.
+//! Pod migrations (one per approved decision) and their events.
 //!
 //! Every change of a pod migration is a conditional UPDATE on its current `step` (optimistic
 //! concurrency: a change computed from a stale read applies to nothing), committed together
@@ -373,32 +373,5 @@ impl Store {
                 })
             })
             .collect()
-    }
-
-    /// The stored arbitration knobs (JSON), `None` when never set.
-    pub async fn arbitration_config(&self) -> Result<Option<serde_json::Value>, StoreError> {
-        let text: Option<String> =
-            sqlx::query_scalar("SELECT config FROM arbitration_config WHERE id = 1")
-                .fetch_optional(&self.pool)
-                .await?;
-        text.map(|t| super::from_json("arbitration config", &t))
-            .transpose()
-    }
-
-    /// Replace the arbitration knobs.
-    pub async fn put_arbitration_config(
-        &self,
-        config: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO arbitration_config (id, config, updated_at) VALUES (1, ?, ?) \
-             ON CONFLICT (id) DO UPDATE SET config = excluded.config, \
-             updated_at = excluded.updated_at",
-        )
-        .bind(super::to_json("arbitration config", config)?)
-        .bind(now_ms())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
     }
 }

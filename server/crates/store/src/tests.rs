@@ -625,3 +625,177 @@ async fn policy_state_commits_with_its_run_and_a_concurrent_commit_is_a_conflict
         .unwrap();
     assert_eq!(left, 0);
 }
+
+#[tokio::test]
+async fn arbitration_knobs_global_and_per_cluster_go_with_the_cluster() {
+    let (_dir, store) = open().await;
+    let counts = BTreeMap::from([("Node".to_string(), 1u64)]);
+    let warnings = json!([]);
+    for name in ["east", "west"] {
+        store
+            .replace_cluster_state(
+                &state(name, 1, &counts, &warnings),
+                rows(&[object("Node", None, "n1")]),
+            )
+            .await
+            .unwrap();
+    }
+    assert_eq!(store.arbitration_config().await.unwrap(), None);
+    store
+        .put_arbitration_config(&json!({"maxMigratingPerNode": 3}))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.arbitration_config().await.unwrap(),
+        Some(json!({"maxMigratingPerNode": 3}))
+    );
+
+    // A cluster follows the global knobs until it has its own; unknown clusters are NotFound.
+    assert_eq!(
+        store.cluster_arbitration_config("east").await.unwrap(),
+        None
+    );
+    for missing in [
+        store.cluster_arbitration_config("north").await.err(),
+        store
+            .put_cluster_arbitration_config("north", &json!({}))
+            .await
+            .err(),
+        store.delete_cluster_arbitration_config("north").await.err(),
+    ] {
+        assert!(
+            matches!(missing, Some(StoreError::NotFound { ref what }) if what == "cluster \"north\""),
+            "{missing:?}"
+        );
+    }
+    store
+        .put_cluster_arbitration_config("east", &json!({"maxMigratingPerNode": 1}))
+        .await
+        .unwrap();
+    store
+        .put_cluster_arbitration_config("east", &json!({"maxMigratingPerNode": 5}))
+        .await
+        .unwrap();
+    store
+        .put_cluster_arbitration_config("west", &json!({"evictQPS": 1.0}))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.cluster_arbitration_config("east").await.unwrap(),
+        Some(json!({"maxMigratingPerNode": 5}))
+    );
+    assert_eq!(
+        store.cluster_arbitration_configs().await.unwrap(),
+        [
+            ("east".to_string(), json!({"maxMigratingPerNode": 5})),
+            ("west".to_string(), json!({"evictQPS": 1.0})),
+        ]
+    );
+    assert!(
+        store
+            .delete_cluster_arbitration_config("west")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .delete_cluster_arbitration_config("west")
+            .await
+            .unwrap()
+    );
+
+    // Deleting the cluster deletes its knobs, and says so; a new cluster of the same name
+    // starts with the global ones.
+    let ClusterDeletion::Deleted(deleted) = store.delete_cluster("east", "test").await.unwrap()
+    else {
+        panic!("east has no pod migrations");
+    };
+    assert!(deleted.arbitration_config);
+    let ClusterDeletion::Deleted(deleted) = store.delete_cluster("west", "test").await.unwrap()
+    else {
+        panic!("west has no pod migrations");
+    };
+    assert!(!deleted.arbitration_config);
+    assert!(
+        store
+            .cluster_arbitration_configs()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store
+        .replace_cluster_state(
+            &state("east", 2, &counts, &warnings),
+            rows(&[object("Node", None, "n1")]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.cluster_arbitration_config("east").await.unwrap(),
+        None
+    );
+}
+
+/// Migration 0007 rebuilds `api_tokens` (the `operator` role in its CHECK, `expires_at`): a
+/// database migrated before it keeps its tokens, ids and all, and they never expire.
+#[tokio::test]
+async fn tokens_survive_the_api_tokens_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = dir.path().join("before-0007");
+    std::fs::create_dir(&before).unwrap();
+    let all = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../migrations");
+    for entry in std::fs::read_dir(&all).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if name.as_str() < "0007" {
+            std::fs::copy(&path, before.join(&name)).unwrap();
+        }
+    }
+    let file = dir.path().join("old.db");
+    {
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&file)
+            .create_if_missing(true);
+        let pool = SqlitePool::connect_with(options).await.unwrap();
+        sqlx::migrate::Migrator::new(before.as_path())
+            .await
+            .unwrap()
+            .run(&pool)
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO api_tokens (id, name, role, token_hash, origin, created_by, created_at) \
+             VALUES (7, 'on-call', 'approver', 'h-on-call', 'api', 'admin', 1000)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+    }
+    let store = Store::open(&file).await.unwrap();
+    let token = store.token_by_hash("h-on-call").await.unwrap().unwrap();
+    assert_eq!(
+        (token.id, token.name.as_str(), token.role, token.expires_at),
+        (7, "on-call", Role::Approver, None)
+    );
+    assert_eq!(token.created_by.as_deref(), Some("admin"));
+    store
+        .insert_token(&NewToken {
+            name: "ci",
+            role: Role::Operator,
+            hash: "h-ci",
+            origin: TokenOrigin::Api,
+            created_by: None,
+            expires_at: Some(2_000),
+        })
+        .await
+        .unwrap();
+    let roles: Vec<Role> = store
+        .list_tokens()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.role)
+        .collect();
+    assert_eq!(roles, [Role::Approver, Role::Operator]);
+}

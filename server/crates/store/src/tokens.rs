@@ -1,4 +1,4 @@
-//! API tokens: name, role and the sha256 of the secret (never the secret itself).
+//! API tokens: name, role, optional expiry and the sha256 of the secret (never the secret itself).
 
 use std::str::FromStr;
 
@@ -7,39 +7,43 @@ use sqlx::Row;
 
 use super::{Store, StoreError, now_ms};
 
-/// What a token may do. Ordered: each role may do everything the roles before it may.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-)]
+/// What a token may do. Not a ladder: `approver` and `operator` each add their own routes to
+/// what `viewer` may, and `admin` may do everything ([`Role::grants`]). An operator (a CI job,
+/// a cron push) cannot approve what its runs propose, and an approver cannot start runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// Read everything (`GET`).
+    /// Read everything (`GET`), except the token list.
     Viewer,
     /// Viewer, plus approve/reject decisions and abort pod migrations.
     Approver,
-    /// Everything: policies, profiles, clusters, runs, schedules, tokens.
+    /// Viewer, plus push snapshots, start runs and manage schedules.
+    Operator,
+    /// Everything: also tokens, policies, profiles, arbitration, auto-approve rules, clusters.
     Admin,
 }
 
 impl Role {
-    pub const ALL: [Role; 3] = [Role::Viewer, Role::Approver, Role::Admin];
+    pub const ALL: [Role; 4] = [Role::Viewer, Role::Approver, Role::Operator, Role::Admin];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Viewer => "viewer",
             Role::Approver => "approver",
+            Role::Operator => "operator",
             Role::Admin => "admin",
         }
+    }
+
+    /// May a token of this role call a route that needs `needed`? Admin may call everything;
+    /// every role may call what viewers may; otherwise only the role itself.
+    pub fn grants(self, needed: Role) -> bool {
+        self == Role::Admin || needed == Role::Viewer || self == needed
+    }
+
+    /// The roles that may call a route that needs `needed`, in [`Role::ALL`] order.
+    pub fn holders(needed: Role) -> impl Iterator<Item = Role> {
+        Role::ALL.into_iter().filter(move |r| r.grants(needed))
     }
 }
 
@@ -101,6 +105,15 @@ pub struct TokenRecord {
     pub origin: TokenOrigin,
     pub created_by: Option<String>,
     pub created_at: i64,
+    /// From this instant on the token is refused; `None`: never.
+    pub expires_at: Option<i64>,
+}
+
+impl TokenRecord {
+    /// Has the token expired at `now` (ms)?
+    pub fn is_expired(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
 }
 
 /// Why a token was not created.
@@ -144,9 +157,11 @@ pub struct NewToken<'a> {
     pub hash: &'a str,
     pub origin: TokenOrigin,
     pub created_by: Option<&'a str>,
+    /// When it stops working (ms); `None`: never.
+    pub expires_at: Option<i64>,
 }
 
-const COLUMNS: &str = "id, name, role, origin, created_by, created_at";
+const COLUMNS: &str = "id, name, role, origin, created_by, created_at, expires_at";
 
 fn token_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<TokenRecord, StoreError> {
     Ok(TokenRecord {
@@ -156,6 +171,7 @@ fn token_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<TokenRecord, StoreErr
         origin: row.try_get::<String, _>("origin")?.parse()?,
         created_by: row.try_get("created_by")?,
         created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
     })
 }
 
@@ -228,12 +244,18 @@ impl Store {
         if token.origin == TokenOrigin::Env {
             return Err(DeleteTokenError::FromEnvironment);
         }
-        if token.role == Role::Admin {
-            let admins: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM api_tokens WHERE role = 'admin'")
-                    .fetch_one(&mut *tx)
-                    .await?;
-            if admins <= 1 {
+        // An expired admin token may always go; a working one only while another works.
+        let now = now_ms();
+        if token.role == Role::Admin && !token.is_expired(now) {
+            let others: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM api_tokens WHERE role = 'admin' AND id != ? \
+                 AND (expires_at IS NULL OR expires_at > ?)",
+            )
+            .bind(id)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+            if others == 0 {
                 return Err(DeleteTokenError::LastAdmin);
             }
         }
@@ -271,13 +293,17 @@ impl Store {
         Ok(record)
     }
 
-    /// Store `token` when no admin token exists. Returns whether it was stored.
+    /// Store `token` when no admin token works (none exists, or every one has expired).
+    /// Returns whether it was stored.
     pub async fn insert_token_if_no_admin(&self, token: &NewToken<'_>) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let any: Option<i64> =
-            sqlx::query_scalar("SELECT id FROM api_tokens WHERE role = 'admin' LIMIT 1")
-                .fetch_optional(&mut *tx)
-                .await?;
+        let any: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM api_tokens WHERE role = 'admin' \
+             AND (expires_at IS NULL OR expires_at > ?) LIMIT 1",
+        )
+        .bind(now_ms())
+        .fetch_optional(&mut *tx)
+        .await?;
         if any.is_some() {
             return Ok(false);
         }
@@ -292,8 +318,8 @@ async fn insert(
     token: &NewToken<'_>,
 ) -> Result<TokenRecord, StoreError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO api_tokens (name, role, token_hash, origin, created_by, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}"
+        "INSERT INTO api_tokens (name, role, token_hash, origin, created_by, created_at, \
+         expires_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}"
     )))
     .bind(token.name)
     .bind(token.role.as_str())
@@ -301,6 +327,7 @@ async fn insert(
     .bind(token.origin.as_str())
     .bind(token.created_by)
     .bind(now_ms())
+    .bind(token.expires_at)
     .fetch_one(&mut *tx)
     .await?;
     token_from_row(&row)
@@ -317,6 +344,7 @@ mod tests {
             hash,
             origin: TokenOrigin::Api,
             created_by: Some("test"),
+            expires_at: None,
         }
     }
 
@@ -370,5 +398,90 @@ mod tests {
                 .unwrap()
         );
         assert_eq!(store.list_tokens().await.unwrap(), [env]);
+    }
+
+    #[test]
+    fn roles_are_not_a_ladder() {
+        use Role::*;
+        // (role, needed, granted)
+        let table = [
+            (Viewer, Viewer, true),
+            (Viewer, Approver, false),
+            (Viewer, Operator, false),
+            (Approver, Viewer, true),
+            (Approver, Approver, true),
+            (Approver, Operator, false),
+            (Approver, Admin, false),
+            (Operator, Viewer, true),
+            (Operator, Approver, false),
+            (Operator, Operator, true),
+            (Operator, Admin, false),
+            (Admin, Approver, true),
+            (Admin, Operator, true),
+            (Admin, Admin, true),
+        ];
+        for (role, needed, granted) in table {
+            assert_eq!(role.grants(needed), granted, "{role} for {needed}");
+        }
+        let holders: Vec<Role> = Role::holders(Operator).collect();
+        assert_eq!(holders, [Operator, Admin]);
+        assert_eq!(Role::holders(Viewer).count(), 4);
+        assert_eq!("operator".parse::<Role>().unwrap(), Operator);
+    }
+
+    #[tokio::test]
+    async fn expiry_is_stored_and_an_expired_admin_does_not_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("expiry.db")).await.unwrap();
+        let now = now_ms();
+        let working = store
+            .insert_token(&token("working", Role::Admin, "h-w"))
+            .await
+            .unwrap();
+        let expired = store
+            .insert_token(&NewToken {
+                expires_at: Some(now - 1),
+                ..token("expired", Role::Admin, "h-e")
+            })
+            .await
+            .unwrap();
+        let later = store
+            .insert_token(&NewToken {
+                expires_at: Some(now + 3_600_000),
+                ..token("ci", Role::Operator, "h-ci")
+            })
+            .await
+            .unwrap();
+        assert_eq!(later.expires_at, Some(now + 3_600_000));
+        assert_eq!(later.role, Role::Operator);
+        assert!(expired.is_expired(now) && !later.is_expired(now) && !working.is_expired(now));
+        assert_eq!(store.token_by_hash("h-e").await.unwrap(), Some(expired));
+
+        // The expired admin does not keep the working one deletable…
+        assert!(matches!(
+            store.delete_token(working.id).await,
+            Err(DeleteTokenError::LastAdmin)
+        ));
+        // …nor stop the start-up from making a new admin once no working one is left.
+        assert!(
+            !store
+                .insert_token_if_no_admin(&token("b1", Role::Admin, "h-b1"))
+                .await
+                .unwrap()
+        );
+        sqlx::query("UPDATE api_tokens SET expires_at = ? WHERE id = ?")
+            .bind(now - 1)
+            .bind(working.id)
+            .execute(store.pool())
+            .await
+            .unwrap();
+        assert!(
+            store
+                .insert_token_if_no_admin(&token("b2", Role::Admin, "h-b2"))
+                .await
+                .unwrap()
+        );
+        // An expired admin token may always be deleted.
+        store.delete_token(working.id).await.unwrap();
     }
 }

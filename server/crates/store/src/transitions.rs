@@ -8,6 +8,8 @@
 //! Must not: decide policy (who may approve, TTLs, templates come from the caller) or wake
 //! anything: callers commit here, then wake the executor and write the audit log.
 
+use std::collections::HashMap;
+
 use sqlx::Row;
 
 use super::decisions::{
@@ -17,12 +19,27 @@ use super::pod_migrations::{FIRST_STEP, MigrationChange, MigrationPhase, NewEven
 use super::{Store, StoreError, now_ms};
 
 /// How the pod migration an approval creates starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MigrationTemplate<'a> {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MigrationTemplate {
     /// `ReservationFirst` or `EvictDirectly`.
-    pub mode: &'a str,
+    pub mode: String,
     /// 0: no TTL.
     pub ttl_ms: i64,
+}
+
+/// The templates of new pod migrations: one for each cluster with its own arbitration knobs,
+/// and one for every other cluster. An approval picks the one of its decision's cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MigrationTemplates {
+    pub default: MigrationTemplate,
+    pub clusters: HashMap<String, MigrationTemplate>,
+}
+
+impl MigrationTemplates {
+    /// The template of pod migrations in `cluster`.
+    pub fn for_cluster(&self, cluster: &str) -> &MigrationTemplate {
+        self.clusters.get(cluster).unwrap_or(&self.default)
+    }
 }
 
 /// The outcome of approving one decision.
@@ -218,7 +235,7 @@ async fn approve_in_tx(
     id: i64,
     actor: &str,
     comment: Option<&str>,
-    template: MigrationTemplate<'_>,
+    templates: &MigrationTemplates,
     now: i64,
 ) -> Result<Option<(DecisionRecord, i64)>, StoreError> {
     // The conditional UPDATE is what makes concurrent approvals safe: only one of them sees
@@ -245,7 +262,7 @@ async fn approve_in_tx(
         now,
     )
     .await?;
-    let migration = insert_for_decision(conn, &decision, actor, template, now).await?;
+    let migration = insert_for_decision(conn, &decision, actor, templates, now).await?;
     Ok(Some((decision, migration)))
 }
 
@@ -254,9 +271,10 @@ pub(crate) async fn insert_for_decision(
     conn: &mut sqlx::SqliteConnection,
     decision: &DecisionRecord,
     actor: &str,
-    template: MigrationTemplate<'_>,
+    templates: &MigrationTemplates,
     now: i64,
 ) -> Result<i64, StoreError> {
+    let template = templates.for_cluster(&decision.cluster);
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO pod_migrations (decision_id, cluster, pod_uid, pod_namespace, pod_name, \
          mode, phase, step, status, reason, message, source_node, ttl_ms, created_at, \
@@ -268,7 +286,7 @@ pub(crate) async fn insert_for_decision(
     .bind(&decision.pod_uid)
     .bind(&decision.pod_namespace)
     .bind(&decision.pod_name)
-    .bind(template.mode)
+    .bind(&template.mode)
     .bind(FIRST_STEP)
     .bind("waiting for arbitration")
     .bind(&decision.node)
@@ -302,12 +320,12 @@ impl Store {
         actor: &str,
         comment: Option<&str>,
         expire_before: i64,
-        template: MigrationTemplate<'_>,
+        templates: &MigrationTemplates,
     ) -> Result<Approval, StoreError> {
         let now = now_ms();
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         expire_in_tx(&mut tx, Some(&[id]), expire_before, now).await?;
-        let approved = approve_in_tx(&mut tx, id, actor, comment, template, now).await?;
+        let approved = approve_in_tx(&mut tx, id, actor, comment, templates, now).await?;
         tx.commit().await?;
         if let Some((decision, pod_migration)) = approved {
             return Ok(Approval::Approved {
@@ -329,7 +347,7 @@ impl Store {
         &self,
         approvals: &[(i64, String)],
         expire_before: i64,
-        template: MigrationTemplate<'_>,
+        templates: &MigrationTemplates,
     ) -> Result<Vec<(i64, i64)>, StoreError> {
         if approvals.is_empty() {
             return Ok(Vec::new());
@@ -341,7 +359,7 @@ impl Store {
         let mut done = Vec::new();
         for (id, actor) in approvals {
             if let Some((_, migration)) =
-                approve_in_tx(&mut tx, *id, actor, None, template, now).await?
+                approve_in_tx(&mut tx, *id, actor, None, templates, now).await?
             {
                 done.push((*id, migration));
             }
@@ -358,7 +376,7 @@ impl Store {
         actor: &str,
         comment: Option<&str>,
         expire_before: i64,
-        template: MigrationTemplate<'_>,
+        templates: &MigrationTemplates,
     ) -> Result<BulkApproval, StoreError> {
         let filter = DecisionFilter {
             status: None,
@@ -385,7 +403,7 @@ impl Store {
             .collect::<Result<_, _>>()?;
         outcome.expired = expire_in_tx(&mut tx, Some(&proposed), expire_before, now).await?;
         for id in proposed {
-            match approve_in_tx(&mut tx, id, actor, comment, template, now).await? {
+            match approve_in_tx(&mut tx, id, actor, comment, templates, now).await? {
                 Some(_) => outcome.approved.push(id),
                 None => {
                     let status: String =

@@ -2,6 +2,7 @@ use super::*;
 
 fn pod(name: &str, node: &str) -> PodFacts {
     PodFacts {
+        cluster: "east".into(),
         uid: format!("uid-{name}"),
         namespace: "shop".into(),
         name: name.into(),
@@ -41,6 +42,31 @@ fn workload(key: &str, replicas: u32, unavailable: &[&str]) -> Workload {
 fn owned(mut p: PodFacts, w: &str) -> PodFacts {
     p.workload = Some(w.into());
     p
+}
+
+/// The same pod in another cluster.
+fn in_cluster(mut p: PodFacts, cluster: &str) -> PodFacts {
+    p.cluster = cluster.into();
+    p
+}
+
+/// Every cluster on `config`.
+fn everywhere(config: ArbitrationConfig) -> ArbitrationConfigs {
+    ArbitrationConfigs {
+        global: config,
+        clusters: HashMap::new(),
+    }
+}
+
+/// Workloads by cluster, from (cluster, workload) pairs.
+fn workloads_in(items: &[(&str, &Workload)]) -> Workloads {
+    let mut out = Workloads::new();
+    for (cluster, w) in items {
+        out.entry(cluster.to_string())
+            .or_default()
+            .insert(w.key.clone(), (*w).clone());
+    }
+    out
 }
 
 #[test]
@@ -266,6 +292,7 @@ fn sort_groups_jobs_and_prefers_jobs_in_flight() {
     // Job b already has a pod migration in flight: its pods go first.
     let in_flight = [Active {
         migration: 99,
+        cluster: "east".into(),
         pod_uid: "uid-b0".into(),
         node: "n3".into(),
         namespace: "shop".into(),
@@ -287,14 +314,17 @@ fn verdicts(
     active: &[Active],
     workloads: &[Workload],
 ) -> Vec<(String, Verdict)> {
-    let workloads: HashMap<String, Workload> = workloads
-        .iter()
-        .map(|w| (w.key.clone(), w.clone()))
-        .collect();
-    arbitrate(config, candidates, active, &workloads, &NoLimits)
-        .into_iter()
-        .map(|(c, v)| (c.pod.name, v))
-        .collect()
+    let workloads = workloads_in(&workloads.iter().map(|w| ("east", w)).collect::<Vec<_>>());
+    arbitrate(
+        &everywhere(config.clone()),
+        candidates,
+        active,
+        &workloads,
+        &NoLimits,
+    )
+    .into_iter()
+    .map(|(c, v)| (c.pod.name, v))
+    .collect()
 }
 
 fn wait_containing(v: &Verdict, text: &str) -> bool {
@@ -314,6 +344,7 @@ fn filters_table() {
     }
     let active_on = |node: &str, ns: &str, w: Option<&str>| Active {
         migration: 100,
+        cluster: "east".into(),
         pod_uid: format!("uid-active-{node}-{ns}"),
         node: node.into(),
         namespace: ns.into(),
@@ -368,7 +399,7 @@ fn filters_table() {
                 (
                     "p2",
                     "wait",
-                    "2 pod migrations are running (maxMigratingGlobally=2)",
+                    "2 pod migrations are running in cluster east (maxMigratingGlobally=2)",
                 ),
             ],
         },
@@ -548,7 +579,7 @@ fn token_buckets() {
 
 #[test]
 fn object_limiters_make_pods_wait_after_an_eviction() {
-    let config = ArbitrationConfig::default();
+    let config = everywhere(ArbitrationConfig::default());
     let web = workload("web", 3, &[]);
     let p = owned(pod("w1", "n1"), "web");
     let mut limiters = ObjectLimiters::default();
@@ -565,10 +596,10 @@ fn object_limiters_make_pods_wait_after_an_eviction() {
     assert_eq!(limiters.at(&config, 300_000).blocked(&p, Some(&web)), None);
     // Idle buckets go away after 1.5 × duration.
     limiters.expire_idle(&config, 450_001);
-    assert!(limiters.workload.is_empty());
+    assert!(limiters.clusters.is_empty());
 
     // The namespace limiter, when configured.
-    let config = ArbitrationConfig {
+    let config = everywhere(ArbitrationConfig {
         object_limiters: ObjectLimitersConfig {
             workload: None,
             namespace: Some(LimiterConfig {
@@ -578,7 +609,7 @@ fn object_limiters_make_pods_wait_after_an_eviction() {
             }),
         },
         ..Default::default()
-    };
+    });
     let q = pod("q", "n1");
     let mut limiters = ObjectLimiters::default();
     limiters.record_eviction(&config, &q, None, 0);
@@ -590,4 +621,224 @@ fn object_limiters_make_pods_wait_after_an_eviction() {
         "{why}"
     );
     assert_eq!(limiters.at(&config, 30_000).blocked(&q, None), None);
+}
+
+/// Two clusters with the same node, namespace, pod and controller names and uids: each cap
+/// counts only the pod migrations of the candidate's own cluster.
+#[test]
+fn clusters_sharing_names_do_not_count_each_other() {
+    let web = workload("web", 3, &[]);
+    let workloads = workloads_in(&[("east", &web), ("west", &web)]);
+    // East has web-1 migrating off n1 in namespace shop.
+    let running = Active::of(100, &owned(pod("web-1", "n1"), "web"));
+    let cases = [
+        (
+            ArbitrationConfig {
+                max_migrating_globally: Some(1),
+                max_migrating_per_node: 0,
+                max_unavailable_per_workload: Some(IntOrPercent::Int(3)),
+                max_migrating_per_workload: Some(IntOrPercent::Int(3)),
+                skip_check_expected_replicas: true,
+                ..Default::default()
+            },
+            "1 pod migration is running in cluster east (maxMigratingGlobally=1)",
+        ),
+        (
+            ArbitrationConfig {
+                max_migrating_per_node: 1,
+                max_unavailable_per_workload: Some(IntOrPercent::Int(3)),
+                max_migrating_per_workload: Some(IntOrPercent::Int(3)),
+                skip_check_expected_replicas: true,
+                ..Default::default()
+            },
+            "node n1 already has 1 migrating pod (maxMigratingPerNode=1)",
+        ),
+        (
+            ArbitrationConfig {
+                max_migrating_per_node: 0,
+                max_migrating_per_namespace: Some(1),
+                max_unavailable_per_workload: Some(IntOrPercent::Int(3)),
+                max_migrating_per_workload: Some(IntOrPercent::Int(3)),
+                skip_check_expected_replicas: true,
+                ..Default::default()
+            },
+            "namespace shop already has 1 migrating pod (maxMigratingPerNamespace=1)",
+        ),
+        (
+            ArbitrationConfig {
+                max_migrating_per_node: 0,
+                ..Default::default()
+            },
+            "ReplicaSet shop/web already has 1 migrating pod (maxMigratingPerWorkload=1",
+        ),
+    ];
+    for (config, east_waits_for) in cases {
+        let east = owned(pod("web-2", "n1"), "web");
+        let west = in_cluster(east.clone(), "west");
+        let verdicts = arbitrate(
+            &everywhere(config.clone()),
+            vec![candidate(1, east), candidate(2, west)],
+            std::slice::from_ref(&running),
+            &workloads,
+            &NoLimits,
+        );
+        let verdict_of = |cluster: &str| {
+            verdicts
+                .iter()
+                .find(|(c, _)| c.pod.cluster == cluster)
+                .map(|(_, v)| v.clone())
+                .unwrap()
+        };
+        assert!(
+            wait_containing(&verdict_of("east"), east_waits_for),
+            "{config:?}: east: {:?}",
+            verdict_of("east")
+        );
+        assert_eq!(verdict_of("west"), Verdict::Admit, "{config:?}");
+    }
+
+    // What west admits counts against west's next candidate, not east's.
+    let config = everywhere(ArbitrationConfig {
+        max_migrating_per_node: 1,
+        ..Default::default()
+    });
+    let verdicts = arbitrate(
+        &config,
+        vec![
+            candidate(1, in_cluster(pod("a", "n1"), "west")),
+            candidate(2, in_cluster(pod("b", "n1"), "west")),
+            candidate(3, pod("c", "n2")),
+        ],
+        &[],
+        &Workloads::new(),
+        &NoLimits,
+    );
+    let kinds: Vec<(&str, bool)> = verdicts
+        .iter()
+        .map(|(c, v)| (c.pod.name.as_str(), *v == Verdict::Admit))
+        .collect();
+    assert_eq!(kinds, [("a", true), ("b", false), ("c", true)]);
+}
+
+/// A cluster with its own knobs is arbitrated by them; the others by the global ones.
+#[test]
+fn a_cluster_s_own_knobs_apply_to_it_alone() {
+    let mut configs = everywhere(ArbitrationConfig::default());
+    configs.clusters.insert(
+        "west".into(),
+        ArbitrationConfig {
+            max_migrating_per_node: 1,
+            ..Default::default()
+        },
+    );
+    let running = [
+        Active::of(100, &pod("x", "n1")),
+        Active::of(101, &in_cluster(pod("x", "n1"), "west")),
+    ];
+    let verdicts = arbitrate(
+        &configs,
+        vec![
+            candidate(1, pod("p", "n1")),
+            candidate(2, in_cluster(pod("p", "n1"), "west")),
+        ],
+        &running,
+        &Workloads::new(),
+        &NoLimits,
+    );
+    for (c, v) in verdicts {
+        match c.pod.cluster.as_str() {
+            "east" => assert_eq!(v, Verdict::Admit, "east follows the global 2 per node"),
+            _ => assert!(wait_containing(&v, "(maxMigratingPerNode=1)"), "{v:?}"),
+        }
+    }
+    assert_eq!(configs.for_cluster("north"), &configs.global);
+}
+
+#[test]
+fn token_buckets_are_per_cluster() {
+    let namespace_limited = ArbitrationConfig {
+        object_limiters: ObjectLimitersConfig {
+            namespace: Some(LimiterConfig {
+                duration: "1h".into(),
+                max_migrating: Some(IntOrPercent::Int(1)),
+                burst: 1,
+            }),
+            ..Default::default()
+        },
+        evict_qps: 0.001,
+        ..Default::default()
+    };
+    let mut configs = everywhere(namespace_limited.clone());
+    let web = workload("web", 3, &[]);
+    let east = owned(pod("web-1", "n1"), "web");
+    let west = in_cluster(east.clone(), "west");
+    let mut limiters = ObjectLimiters::default();
+    limiters.record_eviction(&configs, &east, Some(&web), 0);
+    let at = limiters.at(&configs, 1_000);
+    let why = at.blocked(&east, Some(&web)).unwrap();
+    assert!(
+        why.contains("ReplicaSet shop/web used its eviction budget"),
+        "{why}"
+    );
+    assert_eq!(at.blocked(&west, Some(&web)), None);
+    let mut namespace_only = east.clone();
+    namespace_only.workload = None;
+    let why = at.blocked(&namespace_only, None).unwrap();
+    assert!(
+        why.contains("namespace shop used its eviction budget"),
+        "{why}"
+    );
+    assert_eq!(at.blocked(&in_cluster(namespace_only, "west"), None), None);
+
+    // West without limiters of its own: its evictions take no token, and never wait.
+    configs.clusters.insert(
+        "west".into(),
+        ArbitrationConfig {
+            object_limiters: ObjectLimitersConfig {
+                workload: None,
+                namespace: None,
+            },
+            ..namespace_limited.clone()
+        },
+    );
+    limiters.record_eviction(&configs, &west, Some(&web), 0);
+    limiters.record_eviction(&configs, &west, Some(&web), 0);
+    assert_eq!(
+        limiters.at(&configs, 1_000).blocked(&west, Some(&web)),
+        None
+    );
+    assert!(!limiters.clusters.contains_key("west"));
+
+    // Eviction QPS: one bucket per cluster (0.001/s, burst 1: one eviction, then ~1000 s).
+    let mut evictions = EvictionLimiter::default();
+    assert_eq!(evictions.try_take(&namespace_limited, "east", 0), 0);
+    assert_eq!(evictions.try_take(&namespace_limited, "east", 0), 1_000_000);
+    assert_eq!(evictions.try_take(&namespace_limited, "west", 0), 0);
+    assert!(evictions.try_take(&namespace_limited, "west", 0) > 0);
+    assert_eq!(evictions.try_take(&namespace_limited, "east", 1_000_000), 0);
+}
+
+#[test]
+fn jobs_in_flight_are_jobs_of_the_same_cluster() {
+    let mut cheap = pod("cheap", "n1");
+    cheap.priority = -10;
+    let mut job_b = pod("b1", "n2");
+    job_b.job = Some("job-b".into());
+    job_b.priority = 60;
+    let mut west_job_b = in_cluster(job_b.clone(), "west");
+    west_job_b.name = "west-b1".into();
+    let in_flight_in_west = [Active {
+        job: Some("job-b".into()),
+        ..Active::of(99, &in_cluster(pod("b0", "n3"), "west"))
+    }];
+    let mut candidates = vec![
+        candidate(1, job_b),
+        candidate(2, cheap),
+        candidate(3, west_job_b),
+    ];
+    sort_candidates(&mut candidates, &in_flight_in_west);
+    let names: Vec<&str> = candidates.iter().map(|c| c.pod.name.as_str()).collect();
+    // West's Job b is in flight in west: only west's pod of it goes first; east's keeps its
+    // cost order, and is not grouped with west's.
+    assert_eq!(names, ["west-b1", "cheap", "b1"]);
 }
