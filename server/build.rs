@@ -4,8 +4,9 @@
 //! Owns: the `REBALANCER_RUSTC_VERSION`, `REBALANCER_GIT_SHA` and `REBALANCER_GIT_BRANCH`
 //! compile-time variables. The git values come from `REBALANCER_GIT_SHA` /
 //! `REBALANCER_GIT_BRANCH` in the build's environment when set (a container build has no `.git`),
-//! else from the local repository through `git`; without either they are empty. Nothing here
-//! touches the network.
+//! else, in release builds only, from the local repository through `git`; without either they
+//! are empty. Debug builds do not look at git, so a commit does not rebuild the server crate in
+//! the edit-test loop. Nothing here touches the network.
 //! Must not: fail the build over missing information — an empty label says "unknown".
 
 use std::path::Path;
@@ -18,7 +19,12 @@ fn main() {
     println!("cargo:rustc-env=REBALANCER_RUSTC_VERSION={rustc_version}");
 
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    let git = |args: &[&str]| output(Command::new("git").arg("-C").arg(&dir).args(args));
+    let release = std::env::var("PROFILE").is_ok_and(|p| p == "release");
+    let git = |args: &[&str]| {
+        release
+            .then(|| output(Command::new("git").arg("-C").arg(&dir).args(args)))
+            .flatten()
+    };
     let sha = from_env("REBALANCER_GIT_SHA").or_else(|| git(&["rev-parse", "HEAD"]));
     let branch = from_env("REBALANCER_GIT_BRANCH").or_else(|| {
         // `HEAD` when detached: no branch.
