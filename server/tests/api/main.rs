@@ -26,6 +26,7 @@ mod migrations;
 mod policies;
 mod profiles;
 mod restart;
+mod retention;
 mod runs;
 mod timeouts;
 mod triggers;
