@@ -217,6 +217,24 @@ async fn expired_proposals_are_pruned_the_run_says_how_many_and_dry_runs_keep_th
         decisions.len(),
         "the report keeps the count"
     );
+    // The policies' logs went with the proposals, counted as dropped.
+    let lines = |run: &Value, key: &str| -> u64 {
+        run["report"]["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| match key {
+                "logs" => p["logs"].as_array().unwrap().len() as u64,
+                _ => p[key].as_u64().unwrap(),
+            })
+            .sum()
+    };
+    assert!(lines(&run, "logs") > 0, "{run:#}");
+    assert_eq!(lines(&pruned, "logs"), 0, "{pruned:#}");
+    assert_eq!(
+        lines(&pruned, "logsDropped"),
+        lines(&run, "logsDropped") + lines(&run, "logs")
+    );
     let (_, left) = server
         .get(&format!("/api/v1/decisions?run={}", run["id"]))
         .await;

@@ -5,7 +5,9 @@
 //! - [`PruneRule::Proposals`]: proposals nobody acted on (`expired`, so never approved or
 //!   rejected) of runs finished before the cutoff (dry runs have a cutoff of their own), with
 //!   their status history; the run counts them (`runs.decisions_pruned`) and is marked once none
-//!   of its decisions is left to prune (`runs.decisions_pruned_at`);
+//!   of its decisions is left to prune (`runs.decisions_pruned_at`), its report then losing its
+//!   policies' log lines (`policies[].logs`, counted in their `logsDropped`): they explain
+//!   proposals that are gone, and are most of a report's size;
 //! - [`PruneRule::PodMigrations`]: pod migrations finished before the cutoff, with their events,
 //!   their decision and its history;
 //! - [`PruneRule::RejectedDecisions`]: rejected decisions, with their history;
@@ -87,6 +89,9 @@ pub struct Pruned {
     pub simulated_events: u64,
     pub runs: u64,
     pub audit_log: u64,
+    /// Run reports rewritten without their policies' logs (rows kept, not counted in
+    /// [`Pruned::rows`]).
+    pub run_reports_compacted: u64,
 }
 
 impl Pruned {
@@ -115,6 +120,7 @@ impl Pruned {
         self.simulated_events += other.simulated_events;
         self.runs += other.runs;
         self.audit_log += other.audit_log;
+        self.run_reports_compacted += other.run_reports_compacted;
     }
 }
 
@@ -148,6 +154,9 @@ pub struct FileStats {
     pub free_pages: i64,
 }
 
+/// Runs marked done (and their reports rewritten without logs) per transaction: a report with
+/// logs is tens of KB.
+const RUNS_PER_BATCH: i64 = 100;
 /// How long the truncating checkpoint may wait for readers: it blocks writers while it waits.
 const TRUNCATE_WAIT_MS: u64 = 100;
 /// Audit entries younger than this are never deleted (the schema's trigger refuses).
@@ -289,23 +298,62 @@ async fn proposals(
         .await?;
         ids.extend(found.into_iter().map(|id| (id, *run)));
     }
-    let more = ids.len() as i64 >= limit;
+    let mut more = ids.len() as i64 >= limit;
     let mut pruned = delete_decisions(tx, &ids).await?;
-    if !more {
-        // Every due run has been gone through: mark those with nothing left to prune (a
-        // proposal still open keeps its run unmarked until it expires and goes too).
-        sqlx::query(
-            "UPDATE runs SET decisions_pruned_at = ? WHERE id IN (SELECT value FROM json_each(?)) \
-             AND NOT EXISTS (SELECT 1 FROM decisions d INDEXED BY decisions_by_run \
-                             WHERE d.run_id = runs.id AND d.status IN ('proposed', 'expired'))",
-        )
-        .bind(now_ms())
-        .bind(json_ids(due_runs.iter().copied()))
-        .execute(&mut **tx)
-        .await?;
-    }
     pruned.decisions = ids.len() as u64;
+    if !more {
+        // Every due run has been gone through: those with nothing left to prune are done (a
+        // proposal still open keeps its run until it expires and goes too), and their
+        // policies' logs go with their proposals.
+        let done: Vec<(i64, Option<String>)> = sqlx::query_as(
+            "SELECT id, report FROM runs WHERE id IN (SELECT value FROM json_each(?)) \
+             AND NOT EXISTS (SELECT 1 FROM decisions d INDEXED BY decisions_by_run \
+                             WHERE d.run_id = runs.id AND d.status IN ('proposed', 'expired')) \
+             LIMIT ?",
+        )
+        .bind(json_ids(due_runs.iter().copied()))
+        .bind(RUNS_PER_BATCH)
+        .fetch_all(&mut **tx)
+        .await?;
+        more = done.len() as i64 >= RUNS_PER_BATCH;
+        let now = now_ms();
+        for (id, report) in done {
+            let compacted = report.as_deref().and_then(without_logs);
+            if compacted.is_some() {
+                pruned.run_reports_compacted += 1;
+            }
+            sqlx::query(
+                "UPDATE runs SET decisions_pruned_at = ?, report = COALESCE(?, report) WHERE id = ?",
+            )
+            .bind(now)
+            .bind(compacted)
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+        }
+    }
     Ok(PruneBatch { pruned, more })
+}
+
+/// A run report (JSON) without its policies' log lines, each counted in the policy's
+/// `logsDropped` instead; `None` when it has none (or is not a report: left as it is).
+fn without_logs(report: &str) -> Option<String> {
+    let mut report: serde_json::Value = serde_json::from_str(report).ok()?;
+    let mut removed = false;
+    for policy in report.get_mut("policies")?.as_array_mut()? {
+        let Some(logs) = policy.get_mut("logs").and_then(|l| l.as_array_mut()) else {
+            continue;
+        };
+        let lines = logs.len() as u64;
+        if lines == 0 {
+            continue;
+        }
+        logs.clear();
+        let dropped = policy["logsDropped"].as_u64().unwrap_or(0);
+        policy["logsDropped"] = (dropped + lines).into();
+        removed = true;
+    }
+    removed.then(|| report.to_string())
 }
 
 /// Finished pod migrations (reservation released), oldest first, with their decisions.

@@ -173,6 +173,18 @@ async fn proposals_nobody_acted_on_go_once_their_run_is_old_enough_and_the_rest_
         .await
         .unwrap();
     assert_eq!(store.expire_proposals(now_ms()).await.unwrap(), 3 + 3 + 2);
+    let logs = json!({"policies": [
+        {"plugin": "RemoveDuplicates", "logs": [{"level": "info", "message": "a"},
+                                                {"level": "info", "message": "b"}],
+         "logsDropped": 3},
+        {"plugin": "PodLifeTime", "logs": [], "logsDropped": 0}
+    ]});
+    sqlx::query("UPDATE runs SET report = ? WHERE id = ?")
+        .bind(logs.to_string())
+        .bind(old)
+        .execute(store.pool())
+        .await
+        .unwrap();
 
     // Runs finished before `recent` are due; dry runs are kept (no cutoff of their own yet).
     let cutoffs = PruneCutoffs {
@@ -202,6 +214,7 @@ async fn proposals_nobody_acted_on_go_once_their_run_is_old_enough_and_the_rest_
     let old_run = store.get_run(old).await.unwrap();
     assert_eq!(old_run.decisions_pruned, 3);
     assert_eq!(old_run.decisions_pruned_at, None, "d[2] is still open");
+    assert_eq!(old_run.report, Some(logs.clone()), "its logs stay with it");
     for id in dry_decisions.iter().chain(&recent_decisions) {
         assert!(exists(&store, *id).await, "decision {id}");
     }
@@ -225,10 +238,18 @@ async fn proposals_nobody_acted_on_go_once_their_run_is_old_enough_and_the_rest_
     // Once the open proposal expires, it goes too and its run is done.
     store.expire_proposals(i64::MAX).await.unwrap();
     let (pruned, _) = prune_all(&store, PruneRule::Proposals, &cutoffs, 100).await;
-    assert_eq!(pruned.decisions, 1);
+    assert_eq!((pruned.decisions, pruned.run_reports_compacted), (1, 1));
     let old_run = store.get_run(old).await.unwrap();
     assert_eq!(old_run.decisions_pruned, 4);
     assert!(old_run.decisions_pruned_at.is_some());
+    // Its policies' logs went with its proposals, counted as dropped.
+    assert_eq!(
+        old_run.report,
+        Some(json!({"policies": [
+            {"plugin": "RemoveDuplicates", "logs": [], "logsDropped": 5},
+            {"plugin": "PodLifeTime", "logs": [], "logsDropped": 0}
+        ]}))
+    );
     assert!(exists(&store, d[0]).await && exists(&store, d[1]).await);
     assert_eq!(
         store.decision_events(d[1]).await.unwrap().len(),
