@@ -3,8 +3,8 @@
 //! Owns: the start-up sequence (database → engine → built-in and uploaded policies → stored
 //! clusters → demo cluster → `default` profile → ready), building the handles every stage gets
 //! (their deps structs) and the HTTP layer's [`AppState`] from the same handles, and running the
-//! HTTP server, the scheduler and the pod-migration executor until SIGINT/SIGTERM with every
-//! task supervised.
+//! HTTP server, the scheduler, the pod-migration executor and retention (pruning history) until
+//! SIGINT/SIGTERM with every task supervised.
 //! Must not: hold SQL (that is `store`), stage logic (snapshot ingest is `ingest`) or build
 //! HTTP responses (that is `http`).
 //!
@@ -28,7 +28,7 @@ use crate::executor::{self, Executor};
 use crate::http::AppState;
 use crate::in_flight::InFlight;
 use crate::ingest::{Ingest, ms};
-use crate::{approval, trigger};
+use crate::{approval, retention, trigger};
 use rebalancer_cluster::{self as cluster, Clusters};
 use rebalancer_engine::profile;
 use rebalancer_engine::{Engine, EngineConfig, PolicyRegistry};
@@ -177,6 +177,11 @@ pub async fn spawn_with_backend(
         proposal_ttl_ms: settings.proposal_ttl_ms,
         managed: managed.clone(),
     };
+    let pruning = retention::Deps {
+        store: store.clone(),
+        metrics: metrics.clone(),
+        settings: settings.retention,
+    };
     let state = AppState {
         managed,
         settings: settings.clone(),
@@ -211,8 +216,11 @@ pub async fn spawn_with_backend(
     let task = tokio::spawn(supervise(
         core,
         router,
-        runs,
-        pod_migrations,
+        Tasks {
+            runs,
+            pod_migrations,
+            pruning,
+        },
         (listener, tls),
         shutdown_rx,
     ));
@@ -261,16 +269,27 @@ async fn shutdown_signal() -> std::io::Result<&'static str> {
     }
 }
 
-/// Run the HTTP server and the start-up sequence side by side; the first failure of either
-/// stops both and is returned.
+/// The background tasks that start once the server is ready, with what each needs.
+struct Tasks {
+    runs: trigger::Deps,
+    pod_migrations: executor::Deps,
+    pruning: retention::Deps,
+}
+
+/// Run the HTTP server and the start-up sequence side by side, then the background tasks; the
+/// first failure of any stops them all and is returned.
 async fn supervise(
     core: Core,
     router: axum::Router,
-    runs: trigger::Deps,
-    pod_migrations: executor::Deps,
+    tasks: Tasks,
     (listener, tls): (tokio::net::TcpListener, Option<tokio_rustls::TlsAcceptor>),
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
+    let Tasks {
+        runs,
+        pod_migrations,
+        pruning,
+    } = tasks;
     let (stop_serving, stop_rx) = watch::channel(false);
     let timeouts = crate::http::serve::ReadTimeouts {
         head: core.settings.header_read_timeout,
@@ -289,6 +308,9 @@ async fn supervise(
     // The pod-migration executor, once start-up is done; stops when serving stops.
     let mut executor = std::pin::pin!(executor::run(pod_migrations, stop_serving.subscribe()));
     let mut executing = false;
+    // Retention, once start-up is done; stops between two batches when serving stops.
+    let mut retention = std::pin::pin!(retention::run(pruning, stop_serving.subscribe()));
+    let mut retaining = false;
     let mut failure: Option<anyhow::Error> = None;
 
     loop {
@@ -301,6 +323,7 @@ async fn supervise(
                         core.ready.store(true, Ordering::Release);
                         scheduling = true;
                         executing = true;
+                        retaining = true;
                         tracing::info!(
                             policies = core.registry.list().len(),
                             clusters = core.clusters.len(),
@@ -326,6 +349,13 @@ async fn supervise(
                     let _ = stop_serving.send(true);
                 }
             }
+            () = &mut retention, if retaining => {
+                retaining = false;
+                if !*stop_serving.borrow() {
+                    failure.get_or_insert(anyhow::anyhow!("the retention task stopped unexpectedly"));
+                    let _ = stop_serving.send(true);
+                }
+            }
             changed = shutdown.changed() => {
                 if changed.is_err() || *shutdown.borrow() {
                     let _ = stop_serving.send(true);
@@ -341,6 +371,10 @@ async fn supervise(
         // It was told to stop with the server: let it finish the step it is in.
         let _ = stop_serving.send(true);
         executor.await;
+    }
+    if retaining {
+        let _ = stop_serving.send(true);
+        retention.await;
     }
     core.ready.store(false, Ordering::Release);
     tracing::debug!("shutdown: serving and the executor have stopped");

@@ -40,6 +40,7 @@ pub mod action {
         POLICY_UPLOAD,
         POLICY_DELETE,
         PROFILE_PUT,
+        PROFILE_DELETE,
         PROFILE_AUTO_APPROVE,
         RUN_CREATE,
         SCHEDULE_CREATE,

@@ -271,6 +271,34 @@ pub struct ServeArgs {
     /// (Go duration).
     #[arg(long, env = "REBALANCER_KUBE_MAX_DELAY", default_value = "1s")]
     pub kube_max_delay: String,
+
+    /// Keep proposals nobody acted on (expired: never approved or rejected) this long after
+    /// their run finished (`7d`, `12h`, `30m`; `0`: forever). Their run stays and counts them.
+    #[arg(long, env = "REBALANCER_RETAIN_PROPOSALS", default_value = DEFAULT_RETAIN_PROPOSALS)]
+    pub retain_proposals: String,
+
+    /// Keep the proposals of dry runs this long after their run finished (`0`: forever).
+    #[arg(long, env = "REBALANCER_RETAIN_DRY_RUNS", default_value = DEFAULT_RETAIN_DRY_RUNS)]
+    pub retain_dry_runs: String,
+
+    /// Keep finished pod migrations (with their events and their decision), rejected
+    /// decisions and the simulated backend's events this long (`0`: forever).
+    #[arg(long, env = "REBALANCER_RETAIN_HISTORY", default_value = DEFAULT_RETAIN_HISTORY)]
+    pub retain_history: String,
+
+    /// Keep runs this long after they finished, and longer while one of their decisions is
+    /// still kept (`0`: forever).
+    #[arg(long, env = "REBALANCER_RETAIN_RUNS", default_value = DEFAULT_RETAIN_RUNS)]
+    pub retain_runs: String,
+
+    /// Keep audit entries this long: at least `1d`, or `0` (forever).
+    #[arg(long, env = "REBALANCER_RETAIN_AUDIT", default_value = DEFAULT_RETAIN_AUDIT)]
+    pub retain_audit: String,
+
+    /// How often history past its keep time is deleted (Go duration); the first pass runs
+    /// when the server is ready.
+    #[arg(long, env = "REBALANCER_PRUNE_INTERVAL", default_value = DEFAULT_PRUNE_INTERVAL)]
+    pub prune_interval: String,
 }
 
 /// Default of `--placeholder-image`.
@@ -433,6 +461,105 @@ impl KubeSettings {
 
 /// Default of `--proposal-ttl`.
 pub const DEFAULT_PROPOSAL_TTL: &str = "1h";
+/// Default of `--retain-proposals`.
+pub const DEFAULT_RETAIN_PROPOSALS: &str = "1d";
+/// Default of `--retain-dry-runs`.
+pub const DEFAULT_RETAIN_DRY_RUNS: &str = "6h";
+/// Default of `--retain-history`.
+pub const DEFAULT_RETAIN_HISTORY: &str = "90d";
+/// Default of `--retain-runs`.
+pub const DEFAULT_RETAIN_RUNS: &str = "30d";
+/// Default of `--retain-audit`.
+pub const DEFAULT_RETAIN_AUDIT: &str = "365d";
+/// Default of `--prune-interval`.
+pub const DEFAULT_PRUNE_INTERVAL: &str = "10m";
+/// The shortest `--retain-audit`: the schema keeps audit entries younger than a day.
+const MIN_RETAIN_AUDIT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// How long history is kept (`None`: forever), and how often it is pruned: the `--retain-*`
+/// flags and `--prune-interval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionSettings {
+    /// Expired proposals of runs (not dry runs), from when their run finished.
+    pub proposals: Option<std::time::Duration>,
+    /// Proposals of dry runs, from when their run finished.
+    pub dry_runs: Option<std::time::Duration>,
+    /// Finished pod migrations, rejected decisions, the simulated backend's events.
+    pub history: Option<std::time::Duration>,
+    /// Runs, once none of their decisions is left.
+    pub runs: Option<std::time::Duration>,
+    pub audit: Option<std::time::Duration>,
+    pub interval: std::time::Duration,
+}
+
+impl Default for RetentionSettings {
+    /// The flags' defaults.
+    fn default() -> Self {
+        let keep = |text| keep_time("retain", text).expect("a valid default keep time");
+        RetentionSettings {
+            proposals: keep(DEFAULT_RETAIN_PROPOSALS),
+            dry_runs: keep(DEFAULT_RETAIN_DRY_RUNS),
+            history: keep(DEFAULT_RETAIN_HISTORY),
+            runs: keep(DEFAULT_RETAIN_RUNS),
+            audit: keep(DEFAULT_RETAIN_AUDIT),
+            interval: positive_duration("prune-interval", DEFAULT_PRUNE_INTERVAL)
+                .expect("a valid default prune interval"),
+        }
+    }
+}
+
+impl RetentionSettings {
+    fn from_args(args: &ServeArgs) -> Result<RetentionSettings, ConfigError> {
+        let audit = keep_time("retain-audit", &args.retain_audit)?;
+        if audit.is_some_and(|d| d < MIN_RETAIN_AUDIT) {
+            return Err(ConfigError {
+                flag: "retain-audit",
+                message: format!(
+                    "{} is shorter than a day: the database keeps audit entries for at least \
+                     1d (or use 0 to keep them forever)",
+                    args.retain_audit
+                ),
+            });
+        }
+        Ok(RetentionSettings {
+            proposals: keep_time("retain-proposals", &args.retain_proposals)?,
+            dry_runs: keep_time("retain-dry-runs", &args.retain_dry_runs)?,
+            history: keep_time("retain-history", &args.retain_history)?,
+            runs: keep_time("retain-runs", &args.retain_runs)?,
+            audit,
+            interval: positive_duration("prune-interval", &args.prune_interval)?,
+        })
+    }
+}
+
+/// A keep time: days (`90d`) or a Go duration (`12h`, `30m`); `0` (or any zero duration)
+/// keeps forever (`None`). `flag` names it in the error.
+pub fn keep_time(
+    flag: &'static str,
+    text: &str,
+) -> Result<Option<std::time::Duration>, ConfigError> {
+    let bad = |message: String| ConfigError { flag, message };
+    let text = text.trim();
+    let nanos: i128 = match text.strip_suffix('d') {
+        Some(days) if !days.is_empty() && days.bytes().all(|b| b.is_ascii_digit()) => days
+            .parse::<i128>()
+            .ok()
+            .and_then(|d| d.checked_mul(86_400_000_000_000))
+            .ok_or_else(|| bad(format!("{text} is too long")))?,
+        _ => rebalancer_policy_sdk::evictor::parse_go_duration(text).map_err(|m| {
+            bad(format!(
+                "{m}: expected days (7d) or a Go duration (12h, 30m), or 0 to keep forever"
+            ))
+        })?,
+    };
+    match nanos {
+        n if n < 0 => Err(bad("must not be negative".into())),
+        0 => Ok(None),
+        n => u64::try_from(n)
+            .map(|n| Some(std::time::Duration::from_nanos(n)))
+            .map_err(|_| bad(format!("{text} is too long"))),
+    }
+}
 /// Default of `--header-read-timeout`.
 pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
 /// Default of `--body-idle-timeout`.
@@ -531,6 +658,8 @@ pub struct Settings {
     pub proposal_ttl_ms: i64,
     /// Kubernetes clusters managed with the server's own credentials.
     pub kube: KubeSettings,
+    /// How long history is kept and how often it is pruned.
+    pub retention: RetentionSettings,
 }
 
 /// The PEM files of `--tls-cert` and `--tls-key`.
@@ -663,6 +792,7 @@ impl Settings {
             admin_token: None,
             proposal_ttl_ms: 60 * 60 * 1000,
             kube: KubeSettings::default(),
+            retention: RetentionSettings::default(),
         }
     }
 }
@@ -757,6 +887,7 @@ impl TryFrom<ServeArgs> for Settings {
                 cors_allow_origins.push(origin);
             }
         }
+        let retention = RetentionSettings::from_args(&args)?;
         positive("policy-compile-timeout-ms", args.policy_compile_timeout_ms)?;
         positive(
             "policy-compile-concurrency",
@@ -795,6 +926,7 @@ impl TryFrom<ServeArgs> for Settings {
         };
         Ok(Settings {
             kube,
+            retention,
             compile,
             listen: args.listen,
             database: args.database,
@@ -1110,6 +1242,67 @@ mod tests {
         assert!(err.contains("--proposal-ttl"), "{err}");
         let err = parse(&["rebalancer", "--proposal-ttl", "0"]).unwrap_err();
         assert!(err.contains("greater than 0"), "{err}");
+    }
+
+    #[test]
+    fn retention_flags() {
+        let defaults = parse(&["rebalancer"]).unwrap();
+        let hour = std::time::Duration::from_secs(3600);
+        assert_eq!(
+            defaults.retention,
+            RetentionSettings {
+                proposals: Some(24 * hour),
+                dry_runs: Some(6 * hour),
+                history: Some(90 * 24 * hour),
+                runs: Some(30 * 24 * hour),
+                audit: Some(365 * 24 * hour),
+                interval: std::time::Duration::from_secs(600),
+            }
+        );
+        assert_eq!(
+            Settings::new(DEFAULT_LISTEN.parse().unwrap(), DEFAULT_DATABASE.into()).retention,
+            defaults.retention,
+            "Settings::new has the flags' defaults"
+        );
+        let set = parse(&[
+            "rebalancer",
+            "--retain-proposals",
+            "2h",
+            "--retain-dry-runs",
+            "0",
+            "--retain-history",
+            "14d",
+            "--retain-runs",
+            "0s",
+            "--retain-audit",
+            "0",
+            "--prune-interval",
+            "1m",
+        ])
+        .unwrap();
+        assert_eq!(
+            set.retention,
+            RetentionSettings {
+                proposals: Some(2 * hour),
+                dry_runs: None,
+                history: Some(14 * 24 * hour),
+                runs: None,
+                audit: None,
+                interval: std::time::Duration::from_secs(60),
+            }
+        );
+        for (args, expected) in [
+            (vec!["--retain-proposals", "soon"], "--retain-proposals"),
+            (vec!["--retain-history=-1h"], "must not be negative"),
+            (vec!["--retain-runs", "d"], "--retain-runs"),
+            (vec!["--retain-audit", "12h"], "shorter than a day"),
+            (vec!["--prune-interval", "0s"], "must be greater than 0"),
+        ] {
+            let mut argv = vec!["rebalancer"];
+            argv.extend(args.iter().copied());
+            let err = parse(&argv).unwrap_err();
+            assert!(err.contains(expected), "{args:?}: {err}");
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //!   (a profile evaluated by `rebalancer_engine` over one snapshot).
 //! - [`approval`]: approving and rejecting decisions, auto-approve rules, proposal expiry.
 //! - [`executor`]: arbitration and the pod-migration state machine (background task).
+//! - [`retention`]: deleting history past its keep time, batch by batch (background task).
 //! - [`backend`]: where pod migrations act — the simulated backend (scheduler, PDB-aware
 //!   evictions and controllers over the stored cluster) and [`backend::Backends`], which routes
 //!   each cluster to its backend (the contract is `rebalancer_backend`).
@@ -46,6 +47,7 @@ pub mod in_flight;
 pub mod ingest;
 pub mod managed;
 pub mod metrics;
+pub mod retention;
 pub mod strict_json;
 pub mod telemetry;
 pub mod trigger;

@@ -11,8 +11,9 @@
 //!   descheduler 0.34 deprecated are rendered too, from the same data, as v0.36 still does.
 //!
 //! The process's own metrics (CPU, memory, file descriptors) are [`process`]'s.
-//! Must not: read the database — gauges that are really database state (decisions by status)
-//! are read by the `/metrics` handler at scrape time and passed to [`Metrics::render`].
+//! Must not: read the database — gauges that are really database state (decisions by status,
+//! the file's size) are read by the `/metrics` handler at scrape time and passed to
+//! [`Metrics::render`] as [`DatabaseGauges`].
 //!
 //! Hand-written rather than a client library: a handful of label sets, no network, and the
 //! exposition format is small and stable.
@@ -80,6 +81,20 @@ struct Inner {
     descheduler_pods_evicted: Counter,
     loop_duration: Histograms,
     strategy_duration: Histograms,
+    pruned: Counter,
+}
+
+/// Gauges that are database state, read by the caller at scrape time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DatabaseGauges {
+    /// Decisions per status (statuses with none left out).
+    pub decisions: Vec<(String, i64)>,
+    /// The database file's size (its pages, used or free).
+    pub file_bytes: u64,
+    /// Free pages in it: room later writes reuse.
+    pub free_bytes: u64,
+    /// The write-ahead log's size (`<database>-wal`).
+    pub wal_bytes: u64,
 }
 
 /// Counts per label values (in the metric's label order).
@@ -273,9 +288,13 @@ impl Metrics {
         });
     }
 
-    /// The exposition text. `decisions` is the number of decisions per status, read from the
-    /// database by the caller at scrape time.
-    pub fn render(&self, decisions: &[(String, i64)]) -> String {
+    /// Retention deleted `rows` of `table` (counted even when 0, so every table has a series).
+    pub fn rows_pruned(&self, table: &str, rows: u64) {
+        self.with(|m| *m.pruned.entry(labels(&[table])).or_default() += rows);
+    }
+
+    /// The exposition text, with the database gauges read by the caller at scrape time.
+    pub fn render(&self, database: &DatabaseGauges) -> String {
         let mut out = String::new();
         self.with(|m| {
             counter(
@@ -321,9 +340,17 @@ impl Metrics {
                 &["phase", "reason"],
                 &m.pod_migrations,
             );
+            counter(
+                &mut out,
+                "rebalancer_pruned_rows_total",
+                "Rows retention deleted, by table.",
+                &["table"],
+                &m.pruned,
+            );
             render_descheduler(&mut out, m);
         });
-        let gauge: Counter = decisions
+        let gauge: Counter = database
+            .decisions
             .iter()
             .map(|(status, n)| (vec![status.clone()], (*n).max(0) as u64))
             .collect();
@@ -334,6 +361,26 @@ impl Metrics {
             "gauge",
         );
         series(&mut out, "rebalancer_decisions", &["status"], &gauge);
+        for (name, help, value) in [
+            (
+                "rebalancer_database_size_bytes",
+                "Size of the database file (its pages, used or free).",
+                database.file_bytes,
+            ),
+            (
+                "rebalancer_database_free_bytes",
+                "Free pages in the database file, reused by later writes.",
+                database.free_bytes,
+            ),
+            (
+                "rebalancer_database_wal_bytes",
+                "Size of the database's write-ahead log file.",
+                database.wal_bytes,
+            ),
+        ] {
+            header(&mut out, name, help, "gauge");
+            let _ = writeln!(out, "{name} {value}");
+        }
         out
     }
 }
@@ -508,7 +555,15 @@ mod tests {
         });
         m.pod_evicted(eviction(EvictionOutcome::Success, "n1"));
         m.pod_migration_finished("Succeeded", "Complete");
-        let text = m.render(&[("proposed".into(), 7)]);
+        m.rows_pruned("decisions", 2000);
+        m.rows_pruned("decisions", 5);
+        m.rows_pruned("audit_log", 0);
+        let text = m.render(&DatabaseGauges {
+            decisions: vec![("proposed".into(), 7)],
+            file_bytes: 1 << 20,
+            free_bytes: 16384,
+            wal_bytes: 0,
+        });
         assert!(text.contains(
             "rebalancer_runs_total{profile=\"default\",status=\"succeeded\",trigger=\"manual\"} 2"
         ));
@@ -539,13 +594,19 @@ mod tests {
         ));
         assert!(text.contains("# TYPE rebalancer_decisions gauge"));
         assert!(text.contains("rebalancer_decisions{status=\"proposed\"} 7"));
+        assert!(text.contains("rebalancer_pruned_rows_total{table=\"decisions\"} 2005"));
+        assert!(text.contains("rebalancer_pruned_rows_total{table=\"audit_log\"} 0"));
+        assert!(text.contains("# TYPE rebalancer_database_size_bytes gauge"));
+        assert!(text.contains("\nrebalancer_database_size_bytes 1048576\n"));
+        assert!(text.contains("\nrebalancer_database_free_bytes 16384\n"));
+        assert!(text.contains("\nrebalancer_database_wal_bytes 0\n"));
     }
 
     #[test]
     fn label_values_are_escaped() {
         let m = Metrics::new();
         m.pod_migration_finished("Failed", "a \"quoted\"\\reason\nnext");
-        let text = m.render(&[]);
+        let text = m.render(&DatabaseGauges::default());
         assert!(
             text.contains(r#"reason="a \"quoted\"\\reason\nnext"} 1"#),
             "{text}"
@@ -555,7 +616,7 @@ mod tests {
     #[test]
     fn descheduler_series_with_its_names_labels_and_buckets() {
         let m = Metrics::new();
-        let text = m.render(&[]);
+        let text = m.render(&DatabaseGauges::default());
         // Every family is declared before anything is observed; only build info has a series.
         for family in [
             "descheduler_pods_evicted_total counter",
@@ -589,7 +650,7 @@ mod tests {
             seconds: 0.04,
             proposals: 0,
         });
-        let text = m.render(&[]);
+        let text = m.render(&DatabaseGauges::default());
         // descheduler's labels: the plugin set is the profile; blocked is an error to it.
         let evicted = |name: &str, result: &str| {
             format!(
@@ -665,7 +726,7 @@ mod tests {
 
     #[test]
     fn build_info_names_this_build() {
-        let text = Metrics::new().render(&[]);
+        let text = Metrics::new().render(&DatabaseGauges::default());
         let line = text
             .lines()
             .find(|l| l.starts_with("descheduler_build_info{"))

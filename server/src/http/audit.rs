@@ -1,4 +1,5 @@
-//! The audit log, read-only: who did what to which object, when. Newest first.
+//! The audit log, read-only: who did what to which object, when. Newest first. Retention
+//! deletes its oldest entries after `--retain-audit`.
 
 use axum::Json;
 use axum::extract::State;
@@ -21,9 +22,9 @@ pub struct AuditEntry {
     pub time: String,
     pub actor: AuditActor,
     /// `<object kind>.<verb>`: `policy.upload`, `policy.delete`, `profile.put`,
-    /// `cluster.snapshot`, `run.create`, `token.create`, `token.delete`, `schedule.create`,
-    /// `schedule.update`, `schedule.delete`, `decision.approve`, `decision.reject`,
-    /// `pod-migration.abort`.
+    /// `profile.delete`, `cluster.snapshot`, `cluster.delete`, `run.create`, `token.create`,
+    /// `token.delete`, `schedule.create`, `schedule.update`, `schedule.delete`,
+    /// `decision.approve`, `decision.reject`, `pod-migration.abort`.
     #[schema(example = "decision.approve")]
     pub action: String,
     pub object: AuditObject,

@@ -114,6 +114,7 @@ pub const ROUTE_ACCESS: &[RouteAccess] = &[
     row(Method::GET, "/api/v1/profiles", VIEWER),
     row(Method::GET, "/api/v1/profiles/{name}", VIEWER),
     row(Method::PUT, "/api/v1/profiles/{name}", ADMIN),
+    row(Method::DELETE, "/api/v1/profiles/{name}", ADMIN),
     row(Method::GET, "/api/v1/profiles/{name}/auto-approve", VIEWER),
     row(Method::PUT, "/api/v1/profiles/{name}/auto-approve", ADMIN),
     row(Method::GET, "/api/v1/runs", VIEWER),

@@ -143,7 +143,8 @@ fn api_routes(body_limit: usize) -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(profiles::list_profiles))
         .routes(utoipa_axum::routes!(
             profiles::put_profile,
-            profiles::get_profile
+            profiles::get_profile,
+            profiles::delete_profile
         ))
         .routes(utoipa_axum::routes!(runs::create_run, runs::list_runs))
         .routes(utoipa_axum::routes!(runs::get_run))

@@ -1,4 +1,4 @@
-//! Profiles: `PUT` a DeschedulerPolicy document (JSON or YAML) under a name, list, get.
+//! Profiles: `PUT` a DeschedulerPolicy document (JSON or YAML) under a name, list, get, delete.
 
 use axum::Json;
 use axum::extract::State;
@@ -15,7 +15,7 @@ use super::timestamp;
 use crate::audit::{self, action, kind};
 use crate::ingest::check_name;
 use rebalancer_engine::profile::{self, ProfileError, ProfileSpec};
-use rebalancer_store::{ProfileRecord, Store};
+use rebalancer_store::{ProfileDeletion, ProfileRecord, Store};
 
 /// A profile: the document as sent, what it was parsed into, and what in it has no effect.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -205,6 +205,100 @@ pub async fn list_profiles(State(state): State<AppState>) -> Result<Json<Profile
         .map(view)
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Json(ProfileList { items }))
+}
+
+/// What deleting a profile removed.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileDeleted {
+    pub name: String,
+    /// Ids of the schedules that ran it, deleted.
+    pub schedules_deleted: Vec<i64>,
+    /// Its policy state scopes on every cluster (cooldowns, LowNodeLoad's detectors…), deleted.
+    pub policy_state_scopes: u64,
+    /// It had auto-approve rules, deleted with it.
+    pub auto_approve_rules: bool,
+    /// Its open proposals, marked expired.
+    pub decisions_expired: u64,
+}
+
+/// Delete a profile with its auto-approve rules, its policy state on every cluster and the
+/// schedules that run it; its open proposals are marked expired. Runs, decisions and pod
+/// migrations stay, as history under the profile's name (kept as long as retention keeps them).
+/// Refused for `default` (start-up creates it again; replace it with `PUT` instead) and while a
+/// pod migration of one of its decisions is unfinished.
+#[utoipa::path(delete, path = "/api/v1/profiles/{name}", tag = "profiles",
+    params(("name" = String, Path, description = "Profile name")),
+    responses(
+        (status = 200, description = "Deleted", body = ProfileDeleted),
+        (status = 400, description = "`name` is not valid UTF-8 (`invalid_path`)", body = ErrorBody),
+        (status = 404, description = "No such profile (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The `default` profile (`default_profile`), or pod \
+            migrations in flight (`pod_migrations_in_flight`, their ids in \
+            `details.podMigrations`)", body = ErrorBody),
+    ))]
+pub async fn delete_profile(
+    State(state): State<AppState>,
+    actor: Actor,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<ProfileDeleted>, ApiError> {
+    if name == profile::DEFAULT_PROFILE {
+        return Err(ApiError::conflict(
+            "default_profile",
+            format!(
+                "profile \"{name}\" cannot be deleted: the server creates it again at every \
+                 start; replace its document with PUT instead"
+            ),
+        ));
+    }
+    let delete = {
+        let (store, name, actor) = (state.store.clone(), name.clone(), actor.name.clone());
+        async move { store.delete_profile(&name, &actor).await }
+    };
+    let outcome = state
+        .in_flight
+        .detached(delete)
+        .await
+        .map_err(|e| ApiError::internal("profile deletion task failed", e))??;
+    let deleted = match outcome {
+        ProfileDeletion::Deleted(d) => d,
+        ProfileDeletion::MigrationsInFlight(ids) => {
+            return Err(ApiError::conflict(
+                "pod_migrations_in_flight",
+                format!(
+                    "profile \"{name}\" has {} unfinished pod migration(s) ({}); wait for them \
+                     or abort them first",
+                    ids.len(),
+                    ids.iter()
+                        .map(i64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+            .with_details(json!({ "podMigrations": ids })));
+        }
+    };
+    tracing::info!(profile = %name, schedules = ?deleted.schedules, decisions_expired = deleted.expired_decisions, "profile deleted");
+    if !deleted.schedules.is_empty() {
+        state.schedules_changed.notify_one();
+    }
+    let body = ProfileDeleted {
+        name: name.clone(),
+        schedules_deleted: deleted.schedules,
+        policy_state_scopes: deleted.policy_state_scopes,
+        auto_approve_rules: deleted.auto_approve_rules,
+        decisions_expired: deleted.expired_decisions,
+    };
+    audit::record(
+        &state.store,
+        &actor,
+        action::PROFILE_DELETE,
+        kind::PROFILE,
+        &name,
+        Some(serde_json::to_value(&body).unwrap_or_default()),
+    )
+    .await;
+    Ok(Json(body))
 }
 
 /// One profile. With `Accept: application/yaml` the answer is the DeschedulerPolicy document

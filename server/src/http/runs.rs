@@ -58,6 +58,13 @@ pub struct RunView {
     pub trigger: RunTrigger,
     /// The schedule that started it.
     pub schedule: Option<i64>,
+    /// How many of its decisions retention deleted (proposals nobody acted on, after
+    /// `--retain-proposals` or `--retain-dry-runs`; finished pod migrations' and rejected
+    /// decisions after `--retain-history`). `GET /api/v1/decisions?run={id}` lists the others.
+    pub decisions_pruned: i64,
+    /// When the last of its decisions retention deletes went (null while some are left, or
+    /// before any was due). Decisions someone acted on stay until `--retain-history`.
+    pub decisions_pruned_at: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -87,6 +94,8 @@ fn view(record: RunRecord) -> Result<RunView, ApiError> {
         dry_run: record.dry_run,
         trigger: record.trigger,
         schedule: record.schedule_id,
+        decisions_pruned: record.decisions_pruned,
+        decisions_pruned_at: record.decisions_pruned_at.map(timestamp),
     })
 }
 
@@ -161,13 +170,15 @@ pub async fn create_run(
     }
 }
 
-/// One run.
+/// One run. A run outlives its proposals: once retention deleted them, `decisionsPruned` says
+/// how many went.
 #[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs",
     params(("id" = i64, Path, description = "Run id")),
     responses(
         (status = 200, description = "The run", body = RunView),
         (status = 400, description = "`id` is not an integer (`invalid_path`)", body = ErrorBody),
-        (status = 404, description = "No such run (`not_found`)", body = ErrorBody),
+        (status = 404, description = "No such run, or retention deleted it (`not_found`)",
+            body = ErrorBody),
     ))]
 pub async fn get_run(
     State(store): State<Store>,

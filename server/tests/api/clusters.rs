@@ -408,6 +408,14 @@ async fn deleting_a_cluster_takes_its_state_schedules_and_open_proposals_and_kee
     assert_eq!(deleted["policyStateScopes"], 1, "{deleted:#}");
     assert_eq!(deleted["schedulesDeleted"], json!([schedule["id"]]));
     assert_eq!(deleted["decisionsExpired"], 2);
+    let (_, log) = server.get("/api/v1/audit?action=cluster.delete").await;
+    let entries = log["items"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{log:#}");
+    assert_eq!(
+        entries[0]["object"],
+        json!({"kind": "cluster", "id": "east"})
+    );
+    assert_eq!(entries[0]["detail"], deleted);
 
     let (status, body) = server.get("/api/v1/clusters/east").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body:#}");

@@ -38,7 +38,7 @@ async fn health_openapi_and_swagger_ui() {
         ("/api/v1/policies", vec!["get", "post"]),
         ("/api/v1/policies/{name}", vec!["delete", "get"]),
         ("/api/v1/profiles", vec!["get"]),
-        ("/api/v1/profiles/{name}", vec!["get", "put"]),
+        ("/api/v1/profiles/{name}", vec!["delete", "get", "put"]),
         ("/api/v1/runs", vec!["get", "post"]),
         ("/api/v1/runs/{id}", vec!["get"]),
         ("/api/v1/decisions", vec!["get"]),
@@ -261,7 +261,7 @@ async fn the_openapi_document_follows_its_structural_rules() {
     let (status, doc) = server.get("/api-docs/openapi.json").await;
     assert_eq!(status, StatusCode::OK);
     let all = operations(&doc);
-    assert_eq!(all.len(), 43, "every route");
+    assert_eq!(all.len(), 44, "every route");
 
     let mut problems = Vec::new();
     for (method, path, operation) in &all {

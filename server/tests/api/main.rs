@@ -27,6 +27,7 @@ mod migrations;
 mod policies;
 mod profiles;
 mod restart;
+mod retention;
 mod runs;
 mod shutdown;
 mod timeouts;

@@ -135,6 +135,8 @@ export async function detail(ctx) {
       ['Proposals', run.proposals === null || run.proposals === undefined ? '—'
         : h('span', {}, String(run.proposals), run.proposals
           ? [' · ', h('a', { href: routeWithQuery('#/decisions', { run: run.id }), text: 'Review decisions' })] : null)],
+      run.decisionsPruned ? ['Pruned', h('span', {}, `${run.decisionsPruned} of its decisions were deleted by retention`,
+        run.decisionsPrunedAt ? [' (the last ', time(run.decisionsPrunedAt), ')'] : null)] : null,
     ]),
     run.error ? h('div', { class: 'error', role: 'alert' }, h('p', {}, h('strong', { text: 'The run failed: ' }), run.error)) : null,
     report?.skipped ? h('p', { class: 'notice', text: `The cycle was skipped: ${report.skipped}` }) : null,

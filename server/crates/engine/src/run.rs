@@ -122,7 +122,8 @@ pub struct PolicyOutcome {
     pub refusals: u32,
     pub error: Option<PolicyFailure>,
     pub logs: Vec<PolicyLog>,
-    /// Log lines beyond those kept in `logs`.
+    /// Log lines beyond those kept in `logs`: over the sandbox's log caps, or deleted by the
+    /// server's retention together with the run's proposals.
     pub logs_dropped: u32,
     /// Peak linear memory of the instance, in bytes (0 for native runs).
     pub peak_memory_bytes: u64,

@@ -1,5 +1,6 @@
 //! The audit log: who did what to which object, when. Append-only — this module only inserts
-//! and reads, and the schema's triggers refuse UPDATE and DELETE.
+//! and reads, and the schema's triggers refuse UPDATE, and DELETE of anything but the oldest
+//! entries once they are a day old (which only `retention` deletes).
 
 use sqlx::Row;
 

@@ -8,7 +8,8 @@
 //! history), [`pod_migrations`] (records, events), [`arbitration`] (the knobs: global and per
 //! cluster), [`transitions`] (every change that moves a decision and its pod migration together:
 //! approve, reject, expire, steps), [`backend`] (the simulated backend's cluster writes),
-//! [`tokens`], [`audit`], [`stats`].
+//! [`tokens`], [`audit`], [`stats`], and [`retention`] (deleting history past its keep time,
+//! batch by batch; the WAL checkpoint).
 //!
 //! Owns: the SQLite pool (WAL, busy timeout, foreign keys), the schema migrations
 //! ([`MIGRATOR`], from the workspace's `migrations/`), and typed reads and writes per table.
@@ -27,6 +28,7 @@ pub mod decisions;
 pub mod pod_migrations;
 pub mod policies;
 pub mod profiles;
+pub mod retention;
 pub mod runs;
 pub mod schedules;
 pub mod state;
@@ -50,10 +52,12 @@ pub use pod_migrations::{
     PodMigrationRecord,
 };
 pub use policies::{NewPolicy, PolicyRecord, PutPolicyError};
-pub use profiles::ProfileRecord;
+pub use profiles::{DeletedProfile, ProfileDeletion, ProfileRecord};
+pub use retention::{Checkpoint, FileStats, PruneBatch, PruneCutoffs, PruneRule, Pruned};
 pub use runs::{NewRun, RunEnd, RunRecord, RunStatus, RunTrigger};
 pub use schedules::{ScheduleRecord, ScheduleSpec};
 pub use state::{StateWrite, StoredScope};
+pub use stats::HistoryCounts;
 pub use tokens::{DeleteTokenError, InsertTokenError, NewToken, Role, TokenOrigin, TokenRecord};
 pub use transitions::{Approval, BulkApproval, MigrationTemplate, MigrationTemplates};
 

@@ -1,4 +1,5 @@
-//! Profiles: the DeschedulerPolicy document as sent and the spec parsed from it.
+//! Profiles: the DeschedulerPolicy document as sent and the spec parsed from it; deleting one
+//! with what belongs to it.
 
 use sqlx::Row;
 
@@ -27,7 +28,95 @@ fn profile_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ProfileRecord, Stor
     })
 }
 
+/// What [`Store::delete_profile`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileDeletion {
+    Deleted(DeletedProfile),
+    /// Refused: these pod migrations of the profile's decisions have not finished.
+    MigrationsInFlight(Vec<i64>),
+}
+
+/// What went with a deleted profile. Its runs, decisions and pod migrations stay: they are
+/// history, kept by the profile's name (and pruned by retention like any other).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletedProfile {
+    /// Schedules that ran it, deleted.
+    pub schedules: Vec<i64>,
+    /// Its policy state scopes on every cluster (cooldowns, LowNodeLoad's detectors…).
+    pub policy_state_scopes: u64,
+    /// It had auto-approve rules (deleted with it).
+    pub auto_approve_rules: bool,
+    /// Proposals nobody can act on any more, marked expired.
+    pub expired_decisions: u64,
+}
+
 impl Store {
+    /// Delete a profile: its auto-approve rules, its policy state, the schedules that run it,
+    /// and expire its open proposals, in one transaction; refused while a pod migration of one
+    /// of its decisions is unfinished.
+    pub async fn delete_profile(
+        &self,
+        name: &str,
+        actor: &str,
+    ) -> Result<ProfileDeletion, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM profiles WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if exists.is_none() {
+            return Err(StoreError::NotFound {
+                what: format!("profile \"{name}\""),
+            });
+        }
+        let unfinished: Vec<i64> = sqlx::query_scalar(
+            "SELECT m.id FROM pod_migrations m JOIN decisions d ON d.id = m.decision_id \
+             WHERE m.phase IN ('Pending', 'Running') AND d.profile = ? ORDER BY m.id",
+        )
+        .bind(name)
+        .fetch_all(&mut *tx)
+        .await?;
+        if !unfinished.is_empty() {
+            return Ok(ProfileDeletion::MigrationsInFlight(unfinished));
+        }
+        let policy_state_scopes = sqlx::query("DELETE FROM policy_state WHERE profile = ?")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        let mut schedules: Vec<i64> =
+            sqlx::query_scalar("DELETE FROM schedules WHERE profile = ? RETURNING id")
+                .bind(name)
+                .fetch_all(&mut *tx)
+                .await?;
+        schedules.sort_unstable();
+        let auto_approve_rules: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM profile_auto_approve WHERE profile = ?")
+                .bind(name)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let expired_decisions = crate::transitions::expire_profile_proposals(
+            &mut tx,
+            name,
+            actor,
+            &format!("expired: profile \"{name}\" was deleted"),
+            now_ms(),
+        )
+        .await?;
+        // Its auto-approve rules go with it (ON DELETE CASCADE).
+        sqlx::query("DELETE FROM profiles WHERE name = ?")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(ProfileDeletion::Deleted(DeletedProfile {
+            schedules,
+            policy_state_scopes,
+            auto_approve_rules: auto_approve_rules.is_some(),
+            expired_decisions,
+        }))
+    }
+
     /// Create or replace a profile. Returns the record and whether it was created.
     pub async fn put_profile(
         &self,

@@ -121,6 +121,11 @@ pub struct RunRecord {
     pub dry_run: bool,
     pub trigger: RunTrigger,
     pub schedule_id: Option<i64>,
+    /// How many of its decisions retention deleted (see `retention`).
+    pub decisions_pruned: i64,
+    /// When the last of its decisions retention deletes went; `None` while some are left (or
+    /// none was due yet).
+    pub decisions_pruned_at: Option<i64>,
 }
 
 /// How a run ended.
@@ -140,7 +145,7 @@ pub enum RunEnd<'a> {
 }
 
 const COLUMNS: &str = "id, cluster, cluster_revision, profile, status, started_at, finished_at, \
-     report, error, dry_run, triggered_by, schedule_id";
+     report, error, dry_run, triggered_by, schedule_id, decisions_pruned, decisions_pruned_at";
 
 fn run_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<RunRecord, StoreError> {
     let id: i64 = row.try_get("id")?;
@@ -161,6 +166,8 @@ fn run_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<RunRecord, StoreError> 
         dry_run: row.try_get("dry_run")?,
         trigger: row.try_get::<String, _>("triggered_by")?.parse()?,
         schedule_id: row.try_get("schedule_id")?,
+        decisions_pruned: row.try_get("decisions_pruned")?,
+        decisions_pruned_at: row.try_get("decisions_pruned_at")?,
     })
 }
 

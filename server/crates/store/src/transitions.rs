@@ -217,11 +217,36 @@ pub(crate) async fn expire_cluster_proposals(
     reason: &str,
     now: i64,
 ) -> Result<u64, StoreError> {
-    let ids: Vec<i64> =
-        sqlx::query_scalar("SELECT id FROM decisions WHERE status = 'proposed' AND cluster = ?")
-            .bind(cluster)
-            .fetch_all(&mut *conn)
-            .await?;
+    expire_open_proposals(conn, "cluster", cluster, actor, reason, now).await
+}
+
+/// Mark every proposal of `profile` expired with `reason`, in the caller's transaction.
+/// Returns how many.
+pub(crate) async fn expire_profile_proposals(
+    conn: &mut Conn,
+    profile: &str,
+    actor: &str,
+    reason: &str,
+    now: i64,
+) -> Result<u64, StoreError> {
+    expire_open_proposals(conn, "profile", profile, actor, reason, now).await
+}
+
+/// Mark every proposal whose `column` (a fixed name) is `value` expired.
+async fn expire_open_proposals(
+    conn: &mut Conn,
+    column: &'static str,
+    value: &str,
+    actor: &str,
+    reason: &str,
+    now: i64,
+) -> Result<u64, StoreError> {
+    let ids: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT id FROM decisions WHERE status = 'proposed' AND {column} = ?"
+    )))
+    .bind(value)
+    .fetch_all(&mut *conn)
+    .await?;
     for &id in &ids {
         expire_one(conn, id, actor, reason, now).await?;
     }
