@@ -369,6 +369,18 @@ async fn a_runs_logs_are_kept_apart_read_back_whole_and_go_with_its_proposals() 
         ])
     );
     assert_eq!(count(&store, "run_logs").await, 0);
+    // A run without proposals is done at once; one that logged nothing keeps its report as is.
+    assert!(
+        store
+            .get_run(unmarked)
+            .await
+            .unwrap()
+            .decisions_pruned_at
+            .is_some()
+    );
+    let quiet = store.get_run(quiet).await.unwrap();
+    assert!(quiet.decisions_pruned_at.is_some());
+    assert_eq!(quiet.report.unwrap()["policies"][0]["logsDropped"], 0);
 
     // A run deleted before its proposals were pruned takes its logs along.
     let kept = finish(true, &[]).await;
@@ -382,7 +394,6 @@ async fn a_runs_logs_are_kept_apart_read_back_whole_and_go_with_its_proposals() 
         store.get_run(kept).await,
         Err(StoreError::NotFound { .. })
     ));
-    let _ = quiet;
 }
 
 #[tokio::test]
