@@ -91,7 +91,7 @@ pub async fn prune_pass(
             }
             let batch_started = Instant::now();
             let batch = store.prune(rule, cutoffs, pace.batch).await?;
-            if batch.pruned.rows() > 0 || batch.pruned.run_reports_compacted > 0 {
+            if batch.pruned.rows() > 0 {
                 report.batches += 1;
                 report.longest_batch = report.longest_batch.max(batch_started.elapsed());
                 report.pruned.add(&batch.pruned);
@@ -147,7 +147,7 @@ fn record(metrics: &Metrics, report: &PassReport) {
     let p = &report.pruned;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let wal_truncated = report.checkpoint.map(|c| c.truncated);
-    if p.rows() > 0 || p.run_reports_compacted > 0 {
+    if p.rows() > 0 {
         tracing::info!(
             decisions = p.decisions,
             decision_events = p.decision_events,
@@ -156,7 +156,7 @@ fn record(metrics: &Metrics, report: &PassReport) {
             simulated_events = p.simulated_events,
             runs = p.runs,
             audit_log = p.audit_log,
-            run_reports_compacted = p.run_reports_compacted,
+            run_logs = p.run_logs,
             batches = report.batches,
             longest_batch_ms = ms(report.longest_batch),
             duration_ms = ms(report.elapsed),

@@ -134,82 +134,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 /// Where the snapshot body and the profile come from.
-struct Source {
-    description: String,
-    path: PathBuf,
+pub(crate) struct Source {
+    pub(crate) description: String,
+    pub(crate) path: PathBuf,
     /// Byte range of the `List` inside `path`.
-    body: std::ops::Range<u64>,
+    pub(crate) body: std::ops::Range<u64>,
     /// The scenario file's DeschedulerPolicy, if any.
-    policy: Option<Value>,
+    pub(crate) policy: Option<Value>,
     /// The scenario file's `observedAt` (RFC 3339), passed with the snapshot.
-    observed_at: Option<String>,
+    pub(crate) observed_at: Option<String>,
     generate_ms: Option<f64>,
 }
 
 fn prepare_source(args: &BenchArgs, work: &Path) -> anyhow::Result<Source> {
     if let Some(path) = &args.file {
-        let scan_started = Instant::now();
-        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let size = file.metadata()?.len();
-        let values = scan::top_level_values(file).with_context(|| {
-            format!(
-                "{} is not a JSON object (the bench reads JSON kubectl Lists and scenario files)",
-                path.display()
-            )
-        })?;
-        let find = |key: &str| {
-            values
-                .iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, r)| r.clone())
-        };
-        let read = |range: std::ops::Range<u64>| -> anyhow::Result<Vec<u8>> {
-            use std::io::{Read, Seek, SeekFrom};
-            let mut f = File::open(path)?;
-            f.seek(SeekFrom::Start(range.start))?;
-            let mut buf = Vec::with_capacity((range.end - range.start) as usize);
-            f.take(range.end - range.start).read_to_end(&mut buf)?;
-            Ok(buf)
-        };
-        let (body, policy, observed_at, what) = if let Some(objects) = find("objects") {
-            let policy = match find("policy") {
-                Some(range) => {
-                    Some(serde_json::from_slice(&read(range)?).with_context(|| {
-                        format!("the `policy` of {} is not JSON", path.display())
-                    })?)
-                }
-                None => None,
-            };
-            let observed_at = match find("observedAt") {
-                Some(range) => Some(
-                    serde_json::from_slice::<String>(&read(range)?).with_context(|| {
-                        format!("the `observedAt` of {} is not a string", path.display())
-                    })?,
-                ),
-                None => None,
-            };
-            (objects, policy, observed_at, "scenario file")
-        } else if find("items").is_some() {
-            (0..size, None, None, "kubectl List")
-        } else {
-            bail!(
-                "{} has neither `objects` (a scenario file) nor `items` (a kubectl List)",
-                path.display()
-            );
-        };
-        let mb = (body.end - body.start) as f64 / 1e6;
-        Ok(Source {
-            description: format!(
-                "{} ({what}, {mb:.1} MB of JSON; scanned in {:.1} s)",
-                path.display(),
-                scan_started.elapsed().as_secs_f64()
-            ),
-            path: path.clone(),
-            body,
-            policy,
-            observed_at,
-            generate_ms: None,
-        })
+        file_source(path)
     } else {
         let spec = SimulatedCluster {
             nodes: args.nodes,
@@ -239,6 +178,71 @@ fn prepare_source(args: &BenchArgs, work: &Path) -> anyhow::Result<Source> {
             generate_ms: Some(generate_ms),
         })
     }
+}
+
+/// A scenario file `{"policy": …, "objects": List}` or a kubectl `List`, found without parsing it.
+pub(crate) fn file_source(path: &Path) -> anyhow::Result<Source> {
+    let scan_started = Instant::now();
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let size = file.metadata()?.len();
+    let values = scan::top_level_values(file).with_context(|| {
+        format!(
+            "{} is not a JSON object (the bench reads JSON kubectl Lists and scenario files)",
+            path.display()
+        )
+    })?;
+    let find = |key: &str| {
+        values
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, r)| r.clone())
+    };
+    let read = |range: std::ops::Range<u64>| -> anyhow::Result<Vec<u8>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = File::open(path)?;
+        f.seek(SeekFrom::Start(range.start))?;
+        let mut buf = Vec::with_capacity((range.end - range.start) as usize);
+        f.take(range.end - range.start).read_to_end(&mut buf)?;
+        Ok(buf)
+    };
+    let (body, policy, observed_at, what) = if let Some(objects) = find("objects") {
+        let policy = match find("policy") {
+            Some(range) => Some(
+                serde_json::from_slice(&read(range)?)
+                    .with_context(|| format!("the `policy` of {} is not JSON", path.display()))?,
+            ),
+            None => None,
+        };
+        let observed_at = match find("observedAt") {
+            Some(range) => Some(
+                serde_json::from_slice::<String>(&read(range)?).with_context(|| {
+                    format!("the `observedAt` of {} is not a string", path.display())
+                })?,
+            ),
+            None => None,
+        };
+        (objects, policy, observed_at, "scenario file")
+    } else if find("items").is_some() {
+        (0..size, None, None, "kubectl List")
+    } else {
+        bail!(
+            "{} has neither `objects` (a scenario file) nor `items` (a kubectl List)",
+            path.display()
+        );
+    };
+    let mb = (body.end - body.start) as f64 / 1e6;
+    Ok(Source {
+        description: format!(
+            "{} ({what}, {mb:.1} MB of JSON; scanned in {:.1} s)",
+            path.display(),
+            scan_started.elapsed().as_secs_f64()
+        ),
+        path: path.to_path_buf(),
+        body,
+        policy,
+        observed_at,
+        generate_ms: None,
+    })
 }
 
 // ------------------------------------------------------------------------------------------
@@ -937,7 +941,12 @@ pub(crate) struct TempDir {
 
 impl TempDir {
     pub(crate) fn new() -> anyhow::Result<TempDir> {
-        let path = std::env::temp_dir().join(format!(
+        TempDir::new_in(&std::env::temp_dir())
+    }
+
+    /// A new directory inside `dir`.
+    pub(crate) fn new_in(dir: &Path) -> anyhow::Result<TempDir> {
+        let path = dir.join(format!(
             "rebalancer-bench-{}-{}",
             std::process::id(),
             std::time::SystemTime::now()

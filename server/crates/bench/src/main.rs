@@ -11,6 +11,8 @@
 //!   initial sync, RSS, pod updates → revision, live runs against pushed ones.
 //! - [`ingest`] (`ingest`): parse + snapshot build of a cluster file in-process, no server.
 //! - [`state`] (`state`): load and commit a policy state scope through the real store.
+//! - [`soak`] (`soak`): weeks of a periodic schedule with a compressed clock, pruned by the
+//!   server's retention rules: the database and WAL sizes day by day.
 //! - `generate` (in this file): writes a reference cluster (`small`, `medium`, `large`) to
 //!   `DIR/<size>.json`, byte for byte what the Python generator `gen_large.py` writes
 //!   ([`rebalancer_sim::reference`]).
@@ -19,6 +21,7 @@ mod bench;
 mod ingest;
 mod kube;
 mod native;
+mod soak;
 mod state;
 
 use std::io::Write as _;
@@ -39,6 +42,9 @@ enum Cli {
     Kube(kube::KubeArgs),
     /// Load and commit a policy state scope through the real store.
     State(state::StateArgs),
+    /// Weeks of a periodic schedule with a compressed clock, pruned by the server's retention
+    /// rules: the database and WAL sizes day by day.
+    Soak(soak::SoakArgs),
     /// Parse a cluster file and build its snapshot in-process, without the server.
     Ingest {
         /// A scenario file `{"policy": …, "objects": List}` or a kubectl `List`.
@@ -63,6 +69,7 @@ fn main() -> anyhow::Result<()> {
         Cli::Run(args) => bench::run(args),
         Cli::Kube(args) => kube::run(args),
         Cli::State(args) => state::run(args),
+        Cli::Soak(args) => soak::run(args),
         Cli::Ingest { file } => ingest::run(&file),
         Cli::Generate {
             size,

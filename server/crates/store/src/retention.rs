@@ -5,14 +5,14 @@
 //! - [`PruneRule::Proposals`]: proposals nobody acted on (`expired`, so never approved or
 //!   rejected) of runs finished before the cutoff (dry runs have a cutoff of their own), with
 //!   their status history; the run counts them (`runs.decisions_pruned`) and is marked once none
-//!   of its decisions is left to prune (`runs.decisions_pruned_at`), its report then losing its
-//!   policies' log lines (`policies[].logs`, counted in their `logsDropped`): they explain
-//!   proposals that are gone, and are most of a report's size;
+//!   of its decisions is left to prune (`runs.decisions_pruned_at`), its policies' log lines
+//!   then going too (`run_logs`, counted in each policy's `logsDropped` in the report): they
+//!   explain proposals that are gone, and are most of a report's size;
 //! - [`PruneRule::PodMigrations`]: pod migrations finished before the cutoff, with their events,
 //!   their decision and its history;
 //! - [`PruneRule::RejectedDecisions`]: rejected decisions, with their history;
 //! - [`PruneRule::SimulatedEvents`]: the simulated backend's event log;
-//! - [`PruneRule::Runs`]: runs finished before the cutoff with no decision left;
+//! - [`PruneRule::Runs`]: runs finished before the cutoff with no decision left (and their logs);
 //! - [`PruneRule::Audit`]: the oldest audit entries;
 //!
 //! and the WAL checkpoint ([`Store::checkpoint_wal`]) and file figures ([`Store::file_stats`]).
@@ -89,14 +89,14 @@ pub struct Pruned {
     pub simulated_events: u64,
     pub runs: u64,
     pub audit_log: u64,
-    /// Run reports rewritten without their policies' logs (rows kept, not counted in
-    /// [`Pruned::rows`]).
-    pub run_reports_compacted: u64,
+    /// Runs whose policies' log lines went (their `run_logs` row, or the lines inline in a
+    /// report written before that table existed).
+    pub run_logs: u64,
 }
 
 impl Pruned {
     /// Every table with its count (zeros included), by table name.
-    pub fn by_table(&self) -> [(&'static str, u64); 7] {
+    pub fn by_table(&self) -> [(&'static str, u64); 8] {
         [
             ("decisions", self.decisions),
             ("decision_events", self.decision_events),
@@ -104,6 +104,7 @@ impl Pruned {
             ("pod_migration_events", self.pod_migration_events),
             ("simulated_events", self.simulated_events),
             ("runs", self.runs),
+            ("run_logs", self.run_logs),
             ("audit_log", self.audit_log),
         ]
     }
@@ -120,7 +121,7 @@ impl Pruned {
         self.simulated_events += other.simulated_events;
         self.runs += other.runs;
         self.audit_log += other.audit_log;
-        self.run_reports_compacted += other.run_reports_compacted;
+        self.run_logs += other.run_logs;
     }
 }
 
@@ -305,8 +306,9 @@ async fn proposals(
         // Every due run has been gone through: those with nothing left to prune are done (a
         // proposal still open keeps its run until it expires and goes too), and their
         // policies' logs go with their proposals.
-        let done: Vec<(i64, Option<String>)> = sqlx::query_as(
-            "SELECT id, report FROM runs WHERE id IN (SELECT value FROM json_each(?)) \
+        let done: Vec<(i64, Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT id, report, (SELECT logs FROM run_logs WHERE run_id = runs.id) FROM runs \
+             WHERE id IN (SELECT value FROM json_each(?)) \
              AND NOT EXISTS (SELECT 1 FROM decisions d INDEXED BY decisions_by_run \
                              WHERE d.run_id = runs.id AND d.status IN ('proposed', 'expired')) \
              LIMIT ?",
@@ -317,10 +319,18 @@ async fn proposals(
         .await?;
         more = done.len() as i64 >= RUNS_PER_BATCH;
         let now = now_ms();
-        for (id, report) in done {
-            let compacted = report.as_deref().and_then(without_logs);
-            if compacted.is_some() {
-                pruned.run_reports_compacted += 1;
+        for (id, report, apart) in done {
+            let compacted = report
+                .as_deref()
+                .and_then(|r| without_logs(r, apart.as_deref()));
+            if apart.is_some() {
+                sqlx::query("DELETE FROM run_logs WHERE run_id = ?")
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            if apart.is_some() || compacted.is_some() {
+                pruned.run_logs += 1;
             }
             sqlx::query(
                 "UPDATE runs SET decisions_pruned_at = ?, report = COALESCE(?, report) WHERE id = ?",
@@ -335,25 +345,35 @@ async fn proposals(
     Ok(PruneBatch { pruned, more })
 }
 
-/// A run report (JSON) without its policies' log lines, each counted in the policy's
-/// `logsDropped` instead; `None` when it has none (or is not a report: left as it is).
-fn without_logs(report: &str) -> Option<String> {
+/// A run report (JSON) with its policies' log lines counted in their `logsDropped`: the lines
+/// kept apart (`apart`, one array per policy as `runs::split_logs` made them) and those still
+/// inline in reports written before `run_logs` existed (removed). `None` when there were none
+/// (or it is not a report: left as it is).
+fn without_logs(report: &str, apart: Option<&str>) -> Option<String> {
     let mut report: serde_json::Value = serde_json::from_str(report).ok()?;
-    let mut removed = false;
-    for policy in report.get_mut("policies")?.as_array_mut()? {
-        let Some(logs) = policy.get_mut("logs").and_then(|l| l.as_array_mut()) else {
-            continue;
+    let apart: Vec<serde_json::Value> = apart
+        .and_then(|a| serde_json::from_str(a).ok())
+        .unwrap_or_default();
+    let mut counted = false;
+    for (i, policy) in report
+        .get_mut("policies")?
+        .as_array_mut()?
+        .iter_mut()
+        .enumerate()
+    {
+        let inline = match policy.get_mut("logs").and_then(|l| l.as_array_mut()) {
+            Some(logs) => std::mem::take(logs).len(),
+            None => 0,
         };
-        let lines = logs.len() as u64;
+        let lines = (inline + apart.get(i).and_then(|a| a.as_array()).map_or(0, Vec::len)) as u64;
         if lines == 0 {
             continue;
         }
-        logs.clear();
         let dropped = policy["logsDropped"].as_u64().unwrap_or(0);
         policy["logsDropped"] = (dropped + lines).into();
-        removed = true;
+        counted = true;
     }
-    removed.then(|| report.to_string())
+    counted.then(|| report.to_string())
 }
 
 /// Finished pod migrations (reservation released), oldest first, with their decisions.
@@ -440,26 +460,37 @@ async fn simulated_events(tx: &mut Tx, before: i64, limit: i64) -> Result<PruneB
     })
 }
 
-/// Runs finished before `before` with no decision left.
+/// Runs finished before `before` with no decision left, with their logs.
 async fn runs(tx: &mut Tx, before: i64, limit: i64) -> Result<PruneBatch, StoreError> {
-    let deleted = sqlx::query(
-        "DELETE FROM runs WHERE id IN ( \
-           SELECT r.id FROM runs r INDEXED BY runs_by_finish \
-           WHERE r.finished_at IS NOT NULL AND r.finished_at < ? \
-           AND NOT EXISTS (SELECT 1 FROM decisions d WHERE d.run_id = r.id) \
-           ORDER BY r.finished_at LIMIT ?)",
+    let ids: Vec<i64> = sqlx::query_scalar(
+        "SELECT r.id FROM runs r INDEXED BY runs_by_finish \
+         WHERE r.finished_at IS NOT NULL AND r.finished_at < ? \
+         AND NOT EXISTS (SELECT 1 FROM decisions d WHERE d.run_id = r.id) \
+         ORDER BY r.finished_at LIMIT ?",
     )
     .bind(before)
     .bind(limit)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
+    .fetch_all(&mut **tx)
+    .await?;
+    let ids_json = json_ids(ids.iter().copied());
+    let run_logs =
+        sqlx::query("DELETE FROM run_logs WHERE run_id IN (SELECT value FROM json_each(?))")
+            .bind(&ids_json)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+    let deleted = sqlx::query("DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))")
+        .bind(&ids_json)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
     Ok(PruneBatch {
         pruned: Pruned {
             runs: deleted,
+            run_logs,
             ..Pruned::default()
         },
-        more: deleted as i64 >= limit,
+        more: ids.len() as i64 >= limit,
     })
 }
 

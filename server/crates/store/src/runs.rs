@@ -1,5 +1,9 @@
 //! Runs: one row per evaluation of a profile over a cluster revision; finishing a run stores
 //! its report and all its decisions in one transaction.
+//!
+//! A report's policy log lines (`policies[].logs`) are stored apart, in `run_logs` (most of a
+//! report's size; retention deletes them with the run's proposals), and put back into the
+//! report when it is read: callers see one report.
 
 use std::str::FromStr;
 
@@ -145,12 +149,14 @@ pub enum RunEnd<'a> {
 }
 
 const COLUMNS: &str = "id, cluster, cluster_revision, profile, status, started_at, finished_at, \
-     report, error, dry_run, triggered_by, schedule_id, decisions_pruned, decisions_pruned_at";
+     report, error, dry_run, triggered_by, schedule_id, decisions_pruned, decisions_pruned_at, \
+     (SELECT logs FROM run_logs WHERE run_id = runs.id) AS logs";
 
 fn run_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<RunRecord, StoreError> {
     let id: i64 = row.try_get("id")?;
     let status: String = row.try_get("status")?;
     let report: Option<String> = row.try_get("report")?;
+    let logs: Option<String> = row.try_get("logs")?;
     Ok(RunRecord {
         id,
         cluster: row.try_get("cluster")?,
@@ -160,7 +166,14 @@ fn run_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<RunRecord, StoreError> 
         started_at: row.try_get("started_at")?,
         finished_at: row.try_get("finished_at")?,
         report: report
-            .map(|r| from_json(&format!("report of run {id}"), &r))
+            .map(|r| {
+                let mut report = from_json(&format!("report of run {id}"), &r)?;
+                if let Some(logs) = &logs {
+                    let logs = from_json(&format!("logs of run {id}"), logs)?;
+                    put_logs_back(&mut report, logs);
+                }
+                Ok::<_, StoreError>(report)
+            })
             .transpose()?,
         error: row.try_get("error")?,
         dry_run: row.try_get("dry_run")?,
@@ -220,7 +233,7 @@ impl Store {
             } => {
                 let conflicts =
                     super::state::commit(&mut tx, &cluster, &profile, id, state, now).await?;
-                let report = report(&conflicts);
+                let (report, logs) = split_logs(&report(&conflicts));
                 for batch in decisions.chunks(DECISION_BATCH) {
                     let mut sql = String::from(
                         "INSERT INTO decisions (run_id, cluster, profile, plugin_set, plugin, \
@@ -259,6 +272,13 @@ impl Store {
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
+                if let Some(logs) = logs {
+                    sqlx::query("INSERT INTO run_logs (run_id, logs) VALUES (?, ?)")
+                        .bind(id)
+                        .bind(logs)
+                        .execute(&mut *tx)
+                        .await?;
+                }
             }
             RunEnd::Failed { error } => {
                 sqlx::query(
@@ -315,5 +335,46 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())
+    }
+}
+
+/// A report (JSON text) without its policies' log lines, and those lines (a JSON array of each
+/// policy's `logs`, in order) when any policy logged something. Text that is not a report with
+/// `policies` is kept whole.
+pub(crate) fn split_logs(report: &str) -> (String, Option<String>) {
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(report) else {
+        return (report.to_string(), None);
+    };
+    let Some(policies) = value.get_mut("policies").and_then(|p| p.as_array_mut()) else {
+        return (report.to_string(), None);
+    };
+    let logs: Vec<serde_json::Value> = policies
+        .iter_mut()
+        .map(|p| match p.get_mut("logs") {
+            Some(logs) => std::mem::replace(logs, serde_json::Value::Array(Vec::new())),
+            None => serde_json::Value::Array(Vec::new()),
+        })
+        .collect();
+    if logs.iter().all(|l| l.as_array().is_some_and(Vec::is_empty)) {
+        return (report.to_string(), None);
+    }
+    (
+        value.to_string(),
+        Some(serde_json::Value::Array(logs).to_string()),
+    )
+}
+
+/// Put each policy's log lines from `logs` (as [`split_logs`] made them) back into `report`.
+fn put_logs_back(report: &mut serde_json::Value, logs: serde_json::Value) {
+    let (Some(policies), serde_json::Value::Array(logs)) = (
+        report.get_mut("policies").and_then(|p| p.as_array_mut()),
+        logs,
+    ) else {
+        return;
+    };
+    for (policy, lines) in policies.iter_mut().zip(logs) {
+        if let Some(slot) = policy.get_mut("logs") {
+            *slot = lines;
+        }
     }
 }

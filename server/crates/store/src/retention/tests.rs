@@ -234,7 +234,11 @@ async fn proposals_nobody_acted_on_go_once_their_run_is_old_enough_and_the_rest_
         ..cutoffs
     };
     let (pruned, _) = prune_all(&store, PruneRule::Proposals, &cutoffs, 100).await;
-    assert_eq!(pruned.decisions, 3);
+    assert_eq!(
+        (pruned.decisions, pruned.run_logs),
+        (3, 0),
+        "the dry run logged nothing"
+    );
     let dry_run = store.get_run(dry).await.unwrap();
     assert_eq!(dry_run.decisions_pruned, 3);
     assert!(dry_run.decisions_pruned_at.is_some());
@@ -243,7 +247,7 @@ async fn proposals_nobody_acted_on_go_once_their_run_is_old_enough_and_the_rest_
     // Once the open proposal expires, it goes too and its run is done.
     store.expire_proposals(i64::MAX).await.unwrap();
     let (pruned, _) = prune_all(&store, PruneRule::Proposals, &cutoffs, 100).await;
-    assert_eq!((pruned.decisions, pruned.run_reports_compacted), (1, 1));
+    assert_eq!((pruned.decisions, pruned.run_logs), (1, 1));
     let old_run = store.get_run(old).await.unwrap();
     assert_eq!(old_run.decisions_pruned, 4);
     assert!(old_run.decisions_pruned_at.is_some());
@@ -285,6 +289,116 @@ async fn proposals_nobody_acted_on_go_once_their_run_is_old_enough_and_the_rest_
             .unwrap();
         assert_eq!(batch, PruneBatch::default(), "{rule:?}");
     }
+}
+
+#[tokio::test]
+async fn a_runs_logs_are_kept_apart_read_back_whole_and_go_with_its_proposals() {
+    let (_dir, store) = open().await;
+    let report = json!({"proposalCount": 1, "policies": [
+        {"plugin": "RemoveDuplicates", "logs": [{"level": "info", "message": "a"},
+                                                {"level": "warn", "message": "b"}],
+         "logsDropped": 3},
+        {"plugin": "PodLifeTime", "logs": [], "logsDropped": 0}
+    ]});
+    let finish = async |logs: bool, decisions: &[NewDecision<'_>]| {
+        let run = store
+            .insert_run(&NewRun::manual("east", 1, "default"))
+            .await
+            .unwrap();
+        let text = if logs {
+            report.to_string()
+        } else {
+            json!({"policies": [{"plugin": "X", "logs": [], "logsDropped": 0}]}).to_string()
+        };
+        store
+            .finish_run(
+                run.id,
+                RunEnd::Succeeded {
+                    report: &|_: &[usize]| text.clone(),
+                    decisions,
+                    state: &[],
+                },
+            )
+            .await
+            .unwrap();
+        run.id
+    };
+    let decision = NewDecision {
+        plugin_set: "default",
+        plugin: "RemoveDuplicates",
+        pod_uid: "uid-a",
+        pod_namespace: "shop",
+        pod_name: "a",
+        node: "n1",
+        reason: "duplicate",
+    };
+    let logged = finish(true, &[decision]).await;
+    let quiet = finish(false, &[]).await;
+    let unmarked = finish(true, &[]).await;
+
+    // Stored apart, read back whole.
+    assert_eq!(
+        store.get_run(logged).await.unwrap().report,
+        Some(report.clone())
+    );
+    assert_eq!(
+        count(&store, "run_logs").await,
+        2,
+        "only runs that logged something"
+    );
+    let stored: String = sqlx::query_scalar("SELECT report FROM runs WHERE id = ?")
+        .bind(logged)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert!(!stored.contains("\"message\""), "{stored}");
+
+    // Its proposal gone, its logs go too, counted as dropped.
+    store.expire_proposals(i64::MAX).await.unwrap();
+    let cutoffs = PruneCutoffs {
+        proposals: Some(now_ms() + 1),
+        ..PruneCutoffs::default()
+    };
+    let (pruned, _) = prune_all(&store, PruneRule::Proposals, &cutoffs, 100).await;
+    assert_eq!(
+        (pruned.decisions, pruned.run_logs),
+        (1, 2),
+        "logged and unmarked"
+    );
+    let run = store.get_run(logged).await.unwrap();
+    assert_eq!(
+        run.report.unwrap()["policies"],
+        json!([
+            {"plugin": "RemoveDuplicates", "logs": [], "logsDropped": 5},
+            {"plugin": "PodLifeTime", "logs": [], "logsDropped": 0}
+        ])
+    );
+    assert_eq!(count(&store, "run_logs").await, 0);
+    // A run without proposals is done at once; one that logged nothing keeps its report as is.
+    assert!(
+        store
+            .get_run(unmarked)
+            .await
+            .unwrap()
+            .decisions_pruned_at
+            .is_some()
+    );
+    let quiet = store.get_run(quiet).await.unwrap();
+    assert!(quiet.decisions_pruned_at.is_some());
+    assert_eq!(quiet.report.unwrap()["policies"][0]["logsDropped"], 0);
+
+    // A run deleted before its proposals were pruned takes its logs along.
+    let kept = finish(true, &[]).await;
+    let runs = PruneCutoffs {
+        runs: Some(now_ms() + 1),
+        ..PruneCutoffs::default()
+    };
+    let (pruned, _) = prune_all(&store, PruneRule::Runs, &runs, 100).await;
+    assert_eq!((pruned.runs, pruned.run_logs), (4, 1));
+    assert!(matches!(
+        store.get_run(kept).await,
+        Err(StoreError::NotFound { .. })
+    ));
 }
 
 #[tokio::test]
