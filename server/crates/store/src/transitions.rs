@@ -154,6 +154,9 @@ pub(crate) async fn transition_decision(
     Ok(true)
 }
 
+/// Most proposals the expiry sweep marks in one transaction.
+pub(crate) const EXPIRY_BATCH: i64 = 5_000;
+
 /// Mark the proposals among `ids` (all proposals when `None`) created at or before
 /// `expire_before` as expired. Returns how many.
 async fn expire_in_tx(
@@ -162,50 +165,79 @@ async fn expire_in_tx(
     expire_before: i64,
     now: i64,
 ) -> Result<u64, StoreError> {
-    let mut sql = String::from(
-        "SELECT id, created_at FROM decisions WHERE status = 'proposed' AND created_at <= ?",
-    );
-    if ids.is_some() {
-        sql.push_str(" AND id IN (SELECT value FROM json_each(?))");
+    match ids {
+        Some([]) => Ok(0),
+        Some(ids) => {
+            let ids = serde_json::Value::from(ids.to_vec()).to_string();
+            expire_where(
+                conn,
+                "status = 'proposed' AND created_at <= ? AND id IN (SELECT value FROM json_each(?))",
+                &[Bound::Int(expire_before), Bound::Text(&ids)],
+                now,
+            )
+            .await
+        }
+        None => {
+            expire_where(
+                conn,
+                "status = 'proposed' AND created_at <= ?",
+                &[Bound::Int(expire_before)],
+                now,
+            )
+            .await
+        }
     }
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(expire_before);
-    if let Some(ids) = ids {
-        query = query.bind(serde_json::Value::from(ids.to_vec()).to_string());
-    }
-    let rows = query.fetch_all(&mut *conn).await?;
-    for row in &rows {
-        let id: i64 = row.try_get("id")?;
-        let created: i64 = row.try_get("created_at")?;
-        let reason = format!(
-            "expired: not approved within the proposal TTL ({} s since it was proposed)",
-            (now - created) / 1000
-        );
-        expire_one(conn, id, EXPIRY_ACTOR, &reason, now).await?;
-    }
-    Ok(rows.len() as u64)
 }
 
-/// Mark proposal `id` expired with `reason`.
-async fn expire_one(
+/// A value bound to a `?` of a filter.
+#[derive(Clone, Copy)]
+enum Bound<'a> {
+    Int(i64),
+    Text(&'a str),
+}
+
+fn bind_all<'q>(
+    mut query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+    values: &[Bound<'q>],
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
+    for value in values {
+        query = match *value {
+            Bound::Int(v) => query.bind(v),
+            Bound::Text(v) => query.bind(v),
+        };
+    }
+    query
+}
+
+/// Mark every decision matching `filter` (a fixed SQL condition over `decisions` that implies
+/// `status = 'proposed'`, with `values` for its `?`s) expired by the TTL, with one event each:
+/// two statements whatever the number, so a sweep over a large cluster's run takes
+/// milliseconds of the write lock instead of a round trip per decision.
+async fn expire_where(
     conn: &mut Conn,
-    id: i64,
-    actor: &str,
-    reason: &str,
+    filter: &'static str,
+    values: &[Bound<'_>],
     now: i64,
-) -> Result<bool, StoreError> {
-    transition_decision(
-        conn,
-        id,
-        &Transition {
-            from: &[DecisionStatus::Proposed],
-            to: DecisionStatus::Expired,
-            actor,
-            comment: None,
-            reason: Some(reason),
-        },
-        now,
-    )
-    .await
+) -> Result<u64, StoreError> {
+    // The events first: the update below changes what `filter` matches.
+    let events = format!(
+        "INSERT INTO decision_events (decision_id, from_status, to_status, actor, comment, time) \
+         SELECT id, 'proposed', 'expired', ?, NULL, ? FROM decisions WHERE {filter}"
+    );
+    let query = sqlx::query(sqlx::AssertSqlSafe(events))
+        .bind(EXPIRY_ACTOR)
+        .bind(now);
+    bind_all(query, values).execute(&mut *conn).await?;
+    let update = format!(
+        "UPDATE decisions SET status = 'expired', \
+           status_reason = 'expired: not approved within the proposal TTL (' \
+             || ((? - created_at) / 1000) || ' s since it was proposed)', \
+           updated_at = ? \
+         WHERE {filter}"
+    );
+    let query = sqlx::query(sqlx::AssertSqlSafe(update)).bind(now).bind(now);
+    let done = bind_all(query, values).execute(&mut *conn).await?;
+    Ok(done.rows_affected())
 }
 
 /// Mark every proposal of `cluster` expired with `reason`, in the caller's transaction.
@@ -232,7 +264,8 @@ pub(crate) async fn expire_profile_proposals(
     expire_open_proposals(conn, "profile", profile, actor, reason, now).await
 }
 
-/// Mark every proposal whose `column` (a fixed name) is `value` expired.
+/// Mark every proposal whose `column` (a fixed name) is `value` expired, with one event
+/// each, in two statements.
 async fn expire_open_proposals(
     conn: &mut Conn,
     column: &'static str,
@@ -241,16 +274,26 @@ async fn expire_open_proposals(
     reason: &str,
     now: i64,
 ) -> Result<u64, StoreError> {
-    let ids: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT id FROM decisions WHERE status = 'proposed' AND {column} = ?"
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO decision_events (decision_id, from_status, to_status, actor, comment, time) \
+         SELECT id, 'proposed', 'expired', ?, NULL, ? FROM decisions \
+         WHERE status = 'proposed' AND {column} = ?"
     )))
+    .bind(actor)
+    .bind(now)
     .bind(value)
-    .fetch_all(&mut *conn)
+    .execute(&mut *conn)
     .await?;
-    for &id in &ids {
-        expire_one(conn, id, actor, reason, now).await?;
-    }
-    Ok(ids.len() as u64)
+    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE decisions SET status = 'expired', status_reason = ?, updated_at = ? \
+         WHERE status = 'proposed' AND {column} = ?"
+    )))
+    .bind(reason)
+    .bind(now)
+    .bind(value)
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// Approve one proposed decision of a non-dry run (with its event and pod migration), in the
@@ -487,10 +530,24 @@ impl Store {
         if any.is_none() {
             return Ok(0);
         }
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let n = expire_in_tx(&mut tx, None, expire_before, now_ms()).await?;
-        tx.commit().await?;
-        Ok(n)
+        // In transactions of at most EXPIRY_BATCH, so that API writes get in between.
+        let mut total = 0;
+        loop {
+            let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+            let n = expire_where(
+                &mut tx,
+                "id IN (SELECT id FROM decisions WHERE status = 'proposed' AND created_at <= ? \
+                 ORDER BY id LIMIT ?)",
+                &[Bound::Int(expire_before), Bound::Int(EXPIRY_BATCH)],
+                now_ms(),
+            )
+            .await?;
+            tx.commit().await?;
+            total += n;
+            if n < EXPIRY_BATCH as u64 {
+                return Ok(total);
+            }
+        }
     }
 
     /// Apply `change` to pod migration `id` if it is still unfinished and at step

@@ -697,3 +697,66 @@ async fn deleting_a_profile_takes_its_rules_state_schedules_and_open_proposals()
         Err(StoreError::NotFound { .. })
     ));
 }
+
+#[tokio::test]
+async fn the_expiry_sweep_marks_every_old_proposal_once_with_one_event_each_in_batches() {
+    let (_dir, store) = open().await;
+    // More than two batches' worth, one of them approved before the sweep.
+    let n = 2 * crate::transitions::EXPIRY_BATCH as usize + 1;
+    let (_, old) = run(&store, "old", n, false).await;
+    approve(&store, old[0]).await;
+    let cutoff = now_ms();
+    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    let (_, young) = run(&store, "young", 3, false).await;
+
+    assert_eq!(store.expire_proposals(cutoff).await.unwrap(), n as u64 - 1);
+    // Nothing is left to expire, and nothing is expired twice.
+    assert_eq!(store.expire_proposals(cutoff).await.unwrap(), 0);
+
+    let by_status: Vec<(String, i64)> =
+        sqlx::query_as("SELECT status, COUNT(*) FROM decisions GROUP BY status ORDER BY status")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        by_status,
+        [
+            ("approved".to_string(), 1),
+            ("expired".to_string(), n as i64 - 1),
+            ("proposed".to_string(), 3)
+        ]
+    );
+    let events: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT from_status, actor, COUNT(DISTINCT decision_id) FROM decision_events \
+         WHERE to_status = 'expired' GROUP BY from_status, actor",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        events,
+        [(
+            "proposed".to_string(),
+            crate::transitions::EXPIRY_ACTOR.to_string(),
+            n as i64 - 1
+        )]
+    );
+    assert_eq!(
+        count(&store, "decision_events WHERE to_status = 'expired'").await,
+        n as i64 - 1
+    );
+    let expired = store.get_decision(old[1]).await.unwrap();
+    assert_eq!(expired.status, DecisionStatus::Expired);
+    let reason = expired.status_reason.unwrap_or_default();
+    assert!(
+        reason.starts_with("expired: not approved within the proposal TTL (")
+            && reason.ends_with(" s since it was proposed)"),
+        "{reason}"
+    );
+    for id in young {
+        assert_eq!(
+            store.get_decision(id).await.unwrap().status,
+            DecisionStatus::Proposed
+        );
+    }
+}
