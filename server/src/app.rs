@@ -276,6 +276,44 @@ struct Tasks {
     pruning: retention::Deps,
 }
 
+/// The executor and retention: their dependencies until start-up is done, then their tasks.
+struct Background {
+    pod_migrations: Option<executor::Deps>,
+    pruning: Option<retention::Deps>,
+    executor: Option<JoinHandle<()>>,
+    retention: Option<JoinHandle<()>>,
+}
+
+impl Background {
+    /// Spawn both; each stops when `stop` becomes true.
+    fn start(&mut self, stop: &watch::Sender<bool>) {
+        if let Some(deps) = self.pod_migrations.take() {
+            self.executor = Some(tokio::spawn(executor::run(deps, stop.subscribe())));
+        }
+        if let Some(deps) = self.pruning.take() {
+            self.retention = Some(tokio::spawn(retention::run(deps, stop.subscribe())));
+        }
+    }
+}
+
+/// A background task `what` ended: the failure to report unless it ended because serving
+/// stopped (then stop serving, if it has not stopped yet).
+fn ended_early(
+    what: &str,
+    ended: Result<(), tokio::task::JoinError>,
+    stop_serving: &watch::Sender<bool>,
+) -> Option<anyhow::Error> {
+    let failure = match ended {
+        Err(e) => Some(anyhow::anyhow!("{what} failed: {e}")),
+        Ok(()) if !*stop_serving.borrow() => Some(anyhow::anyhow!("{what} stopped unexpectedly")),
+        Ok(()) => None,
+    };
+    if failure.is_some() {
+        let _ = stop_serving.send(true);
+    }
+    failure
+}
+
 /// Run the HTTP server and the start-up sequence side by side, then the background tasks; the
 /// first failure of any stops them all and is returned.
 async fn supervise(
@@ -300,17 +338,25 @@ async fn supervise(
     // Start-up and the scheduler are boxed so that they can be dropped as soon as serving
     // stops: a future that is no longer polled but still alive keeps whatever it holds at its
     // last await — a checked-out database connection above all, and the pool's `close()` below
-    // waits for every checked-out connection to come back, forever.
+    // waits for every checked-out connection to come back, forever. Worse, sqlx hands a
+    // `BEGIN`'s result to the awaiting future in a rendezvous: until that future is polled
+    // again (or dropped), its connection's worker waits, holding SQLite's write lock, and every
+    // other writer waits behind it.
     let mut startup = Some(Box::pin(start_up(core.clone())));
     // Periodic and change-triggered runs, once start-up is done.
     let mut scheduler = Some(Box::pin(trigger::run_scheduler(runs)));
     let mut scheduling = false;
-    // The pod-migration executor, once start-up is done; stops when serving stops.
-    let mut executor = std::pin::pin!(executor::run(pod_migrations, stop_serving.subscribe()));
-    let mut executing = false;
-    // Retention, once start-up is done; stops between two batches when serving stops.
-    let mut retention = std::pin::pin!(retention::run(pruning, stop_serving.subscribe()));
-    let mut retaining = false;
+    // The pod-migration executor and retention, once start-up is done; both stop when serving
+    // stops (the executor after the step it is in, retention after its batch). Each is a task
+    // of its own, so that it is always polled, whatever this loop is waiting for: polled from
+    // here, one of them stalled in a `BEGIN` while this function awaited the other held the
+    // write lock the other needed (the rare shutdown hang of issue #14).
+    let mut background = Background {
+        pod_migrations: Some(pod_migrations),
+        pruning: Some(pruning),
+        executor: None,
+        retention: None,
+    };
     let mut failure: Option<anyhow::Error> = None;
 
     loop {
@@ -322,8 +368,7 @@ async fn supervise(
                     Ok(()) => {
                         core.ready.store(true, Ordering::Release);
                         scheduling = true;
-                        executing = true;
-                        retaining = true;
+                        background.start(&stop_serving);
                         tracing::info!(
                             policies = core.registry.list().len(),
                             clusters = core.clusters.len(),
@@ -342,39 +387,42 @@ async fn supervise(
                 failure.get_or_insert(anyhow::anyhow!("the scheduler stopped unexpectedly"));
                 let _ = stop_serving.send(true);
             }
-            () = &mut executor, if executing => {
-                executing = false;
-                if !*stop_serving.borrow() {
-                    failure.get_or_insert(anyhow::anyhow!("the pod-migration executor stopped unexpectedly"));
-                    let _ = stop_serving.send(true);
+            ended = async { background.executor.as_mut().expect("polled only while running").await }, if background.executor.is_some() => {
+                background.executor = None;
+                if let Some(e) = ended_early("the pod-migration executor", ended, &stop_serving) {
+                    failure.get_or_insert(e);
                 }
             }
-            () = &mut retention, if retaining => {
-                retaining = false;
-                if !*stop_serving.borrow() {
-                    failure.get_or_insert(anyhow::anyhow!("the retention task stopped unexpectedly"));
-                    let _ = stop_serving.send(true);
+            ended = async { background.retention.as_mut().expect("polled only while running").await }, if background.retention.is_some() => {
+                background.retention = None;
+                if let Some(e) = ended_early("the retention task", ended, &stop_serving) {
+                    failure.get_or_insert(e);
                 }
             }
             changed = shutdown.changed() => {
                 if changed.is_err() || *shutdown.borrow() {
+                    tracing::debug!("shutdown: requested; serving stops");
                     let _ = stop_serving.send(true);
                 }
             }
         }
     }
+    tracing::debug!("shutdown: serving has stopped");
     // Cancel what only runs alongside serving (see above); runs the scheduler started are
     // detached tasks and finish under `in_flight`.
     drop(startup);
     drop(scheduler);
-    if executing {
-        // It was told to stop with the server: let it finish the step it is in.
-        let _ = stop_serving.send(true);
-        executor.await;
-    }
-    if retaining {
-        let _ = stop_serving.send(true);
-        retention.await;
+    // The executor finishes the step it is in, retention the batch it is in.
+    let _ = stop_serving.send(true);
+    for (what, task) in [
+        ("the pod-migration executor", background.executor.take()),
+        ("the retention task", background.retention.take()),
+    ] {
+        if let Some(task) = task
+            && let Err(e) = task.await
+        {
+            failure.get_or_insert(anyhow::anyhow!("{what} failed: {e}"));
+        }
     }
     core.ready.store(false, Ordering::Release);
     tracing::debug!("shutdown: serving and the executor have stopped");

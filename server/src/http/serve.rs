@@ -90,7 +90,24 @@ pub async fn serve(
     drop(listener);
     let _ = stop_tx.send(true);
     drop(done_rx);
-    done_tx.closed().await;
+    let mut waited = 0u32;
+    loop {
+        tracing::debug!(
+            connections = done_tx.receiver_count(),
+            "stopped accepting; waiting for the open connections"
+        );
+        tokio::select! {
+            () = done_tx.closed() => break,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {
+                waited += 1;
+                tracing::info!(
+                    connections = done_tx.receiver_count(),
+                    seconds = waited,
+                    "stopping: still waiting for open connections to finish their requests"
+                );
+            }
+        }
+    }
 }
 
 /// The first byte of a TLS connection: a handshake record.
