@@ -90,7 +90,7 @@ pub struct FinishedRun {
 pub enum RunFailure {
     /// No such cluster or profile (`StoreError::NotFound`), or the database failed.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
     #[error(
         "the stored deps of cluster \"{0}\" could not be loaded at start-up (see the server \
          log); push a new snapshot"
@@ -106,13 +106,31 @@ pub enum RunFailure {
     /// The evaluation task panicked; the run is recorded as failed.
     #[error("run {run} crashed: {cause}")]
     Crashed { run: i64, cause: String },
+    /// The cluster was deleted (and perhaps created again) while the run was in progress; the
+    /// run is recorded as failed, without its proposals and policy state.
+    #[error(
+        "cluster \"{cluster}\" was deleted while run {run} was in progress; the run's proposals \
+         and policy state were not kept"
+    )]
+    ClusterDeleted { run: i64, cluster: String },
+}
+
+impl From<StoreError> for RunFailure {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::ClusterGone { run, cluster } => RunFailure::ClusterDeleted { run, cluster },
+            other => RunFailure::Store(other),
+        }
+    }
 }
 
 impl RunFailure {
     /// The run recorded, if one was.
     pub fn run_id(&self) -> Option<i64> {
         match self {
-            RunFailure::InvalidProfile { run, .. } | RunFailure::Crashed { run, .. } => Some(*run),
+            RunFailure::InvalidProfile { run, .. }
+            | RunFailure::Crashed { run, .. }
+            | RunFailure::ClusterDeleted { run, .. } => Some(*run),
             _ => None,
         }
     }
@@ -138,6 +156,7 @@ pub async fn execute_run(deps: Deps, request: RunRequest) -> Result<FinishedRun,
             dry_run: request.dry_run,
             trigger: request.trigger,
             schedule_id: request.schedule_id,
+            cluster_incarnation: Some(record.incarnation),
         })
         .await?;
     let span = tracing::info_span!(
@@ -267,7 +286,12 @@ async fn evaluate_and_record(
                         state: &writes,
                     },
                 )
-                .await?;
+                .await
+                .inspect_err(|e| {
+                    if matches!(e, StoreError::ClusterGone { .. }) {
+                        tracing::warn!("run failed: {e}");
+                    }
+                })?;
             drop((decisions, writes));
             let conflicts = conflicted.into_inner().unwrap_or_else(|p| p.into_inner());
             mark_state_conflicts(&mut report, &conflicts, &run);

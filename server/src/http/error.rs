@@ -383,6 +383,10 @@ impl From<RunFailure> for ApiError {
             RunFailure::Crashed { run, cause } => {
                 ApiError::internal(&format!("run {run} crashed"), cause)
             }
+            ref failure @ RunFailure::ClusterDeleted { run, .. } => {
+                ApiError::conflict("cluster_deleted", failure.to_string())
+                    .with_details(json!({ "run": run }))
+            }
         }
     }
 }

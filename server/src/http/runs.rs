@@ -111,7 +111,9 @@ fn view(record: RunRecord) -> Result<RunView, ApiError> {
         (status = 400, description = "The body is not JSON (`invalid_json`)", body = ErrorBody),
         (status = 404, description = "No such cluster or profile (`not_found`)", body = ErrorBody),
         (status = 409, description = "The cluster's stored state is not loaded \
-            (`cluster_not_loaded`)", body = ErrorBody),
+            (`cluster_not_loaded`), or the cluster was deleted while the run was in progress \
+            (`cluster_deleted`: the run is recorded as failed without its proposals and policy \
+            state, `details.run` is its id)", body = ErrorBody),
         (status = 413, response = PayloadTooLarge),
         (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "The profile cannot run on this cluster \

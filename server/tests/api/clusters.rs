@@ -393,10 +393,10 @@ async fn deleting_a_cluster_takes_its_state_schedules_and_open_proposals_and_kee
     let (status, schedule) = server
         .post_json(
             "/api/v1/schedules",
-            // Disabled: an enabled schedule starts its first run at once, and that run can
-            // commit its cooldown to the cluster pushed again below (a known race, see the
-            // session note); this test is about what a deletion takes.
-            &json!({"cluster": "east", "profile": "calm", "intervalSeconds": 3600, "enabled": false}),
+            // Enabled, so its first run starts at once: should it still be in progress when
+            // the cluster is deleted, it must not commit its cooldown to the cluster pushed
+            // again below (the run fails instead: `cluster_deleted`).
+            &json!({"cluster": "east", "profile": "calm", "intervalSeconds": 3600}),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{schedule:#}");

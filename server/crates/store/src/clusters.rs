@@ -45,6 +45,9 @@ pub struct StoredObject {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterRecord {
     pub id: i64,
+    /// Never the same for two clusters, even of the same name one after the other (unlike
+    /// `id`, which SQLite may reuse after a deletion).
+    pub incarnation: i64,
     pub name: String,
     pub backend: String,
     pub revision: i64,
@@ -74,7 +77,7 @@ pub struct NewClusterState<'a> {
     pub warnings: &'a serde_json::Value,
 }
 
-const CLUSTER_COLUMNS: &str = "id, name, backend, revision, snapshot_time_ms, node_count, \
+const CLUSTER_COLUMNS: &str = "id, incarnation, name, backend, revision, snapshot_time_ms, node_count, \
      pod_count, object_count, counts, warnings, created_at, updated_at";
 
 fn cluster_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ClusterRecord, StoreError> {
@@ -83,6 +86,7 @@ fn cluster_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ClusterRecord, Stor
     let warnings: String = row.try_get("warnings")?;
     Ok(ClusterRecord {
         id: row.try_get("id")?,
+        incarnation: row.try_get("incarnation")?,
         backend: row.try_get("backend")?,
         revision: row.try_get("revision")?,
         snapshot_time_ms: row.try_get("snapshot_time_ms")?,
@@ -293,10 +297,20 @@ async fn upsert_summary(
         .fetch_optional(&mut **tx)
         .await?
         .is_none();
+    // A new cluster is a new incarnation, whatever clusters had its name before.
+    let incarnation: Option<i64> = if created {
+        Some(
+            sqlx::query_scalar("INSERT INTO cluster_incarnations DEFAULT VALUES RETURNING id")
+                .fetch_one(&mut **tx)
+                .await?,
+        )
+    } else {
+        None
+    };
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO clusters (name, backend, revision, snapshot_time_ms, node_count, \
-         pod_count, object_count, counts, warnings, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+         pod_count, object_count, counts, warnings, created_at, updated_at, incarnation) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
          ON CONFLICT (name) DO UPDATE SET backend = excluded.backend, \
          revision = excluded.revision, snapshot_time_ms = excluded.snapshot_time_ms, \
          node_count = excluded.node_count, pod_count = excluded.pod_count, \
@@ -315,6 +329,7 @@ async fn upsert_summary(
     .bind(&warnings)
     .bind(now)
     .bind(now)
+    .bind(incarnation)
     .fetch_one(&mut **tx)
     .await?;
     sqlx::query("DELETE FROM cluster_objects WHERE cluster_id = ?")

@@ -90,6 +90,13 @@ pub enum StoreError {
     Corrupt { what: String, message: String },
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// A run's cluster was deleted (and perhaps created again) while the run was in progress;
+    /// the run is recorded as failed, without its proposals and policy state.
+    #[error(
+        "cluster \"{cluster}\" was deleted while run {run} was in progress; the run's proposals \
+         and policy state were not kept"
+    )]
+    ClusterGone { run: i64, cluster: String },
 }
 
 impl StoreError {

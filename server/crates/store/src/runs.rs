@@ -93,6 +93,9 @@ pub struct NewRun<'a> {
     pub trigger: RunTrigger,
     /// The schedule that started it.
     pub schedule_id: Option<i64>,
+    /// The incarnation of the cluster the run reads ([`ClusterRecord::incarnation`](crate::ClusterRecord),
+    /// taken before its snapshot); `None`: the cluster's when the run is recorded.
+    pub cluster_incarnation: Option<i64>,
 }
 
 impl<'a> NewRun<'a> {
@@ -105,6 +108,7 @@ impl<'a> NewRun<'a> {
             dry_run: false,
             trigger: RunTrigger::Manual,
             schedule_id: None,
+            cluster_incarnation: None,
         }
     }
 }
@@ -189,7 +193,9 @@ impl Store {
     pub async fn insert_run(&self, run: &NewRun<'_>) -> Result<RunRecord, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO runs (cluster, cluster_revision, profile, status, started_at, dry_run, \
-             triggered_by, schedule_id) VALUES (?, ?, ?, 'running', ?, ?, ?, ?) \
+             triggered_by, schedule_id, cluster_incarnation) \
+             VALUES (?, ?, ?, 'running', ?, ?, ?, ?, \
+               COALESCE(?, (SELECT incarnation FROM clusters WHERE name = ?))) \
              RETURNING {COLUMNS}"
         )))
         .bind(run.cluster)
@@ -199,6 +205,8 @@ impl Store {
         .bind(run.dry_run)
         .bind(run.trigger.as_str())
         .bind(run.schedule_id)
+        .bind(run.cluster_incarnation)
+        .bind(run.cluster)
         .fetch_one(&self.pool)
         .await?;
         run_from_row(&row)
@@ -209,13 +217,17 @@ impl Store {
     pub async fn finish_run(&self, id: i64, end: RunEnd<'_>) -> Result<i64, StoreError> {
         let now = now_ms();
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let row = sqlx::query("SELECT cluster, profile, status FROM runs WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or_else(|| StoreError::NotFound {
-                what: format!("run {id}"),
-            })?;
+        let row = sqlx::query(
+            "SELECT r.cluster, r.profile, r.status, r.cluster_incarnation, \
+               (SELECT c.incarnation FROM clusters c WHERE c.name = r.cluster) AS current \
+             FROM runs r WHERE r.id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound {
+            what: format!("run {id}"),
+        })?;
         let (cluster, profile): (String, String) =
             (row.try_get("cluster")?, row.try_get("profile")?);
         let status: RunStatus = row.try_get::<String, _>("status")?.parse()?;
@@ -224,6 +236,28 @@ impl Store {
                 format!("run {id}"),
                 format!("it is already {}", status.as_str()),
             ));
+        }
+        let ran_on: Option<i64> = row.try_get("cluster_incarnation")?;
+        let current: Option<i64> = row.try_get("current")?;
+        // `None`: recorded before runs knew their cluster's incarnation, or for a cluster that
+        // did not exist (the store's own tests); the state commit below still checks by name.
+        let replaced = ran_on.is_some_and(|ran_on| current != Some(ran_on));
+        if replaced && matches!(end, RunEnd::Succeeded { .. }) {
+            // Its proposals and policy state belong to a cluster that is gone: keep neither.
+            let error = format!(
+                "cluster \"{cluster}\" was deleted while the run was in progress; its proposals \
+                 and policy state were not kept"
+            );
+            sqlx::query(
+                "UPDATE runs SET status = 'failed', finished_at = ?, error = ? WHERE id = ?",
+            )
+            .bind(now)
+            .bind(&error)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            return Err(StoreError::ClusterGone { run: id, cluster });
         }
         match end {
             RunEnd::Succeeded {

@@ -799,3 +799,126 @@ async fn tokens_survive_the_api_tokens_rebuild() {
         .collect();
     assert_eq!(roles, [Role::Approver, Role::Operator]);
 }
+
+#[tokio::test]
+async fn a_run_whose_cluster_was_deleted_meanwhile_fails_and_leaves_nothing_to_a_new_one() {
+    use crate::StateWrite;
+
+    let (_dir, store) = open().await;
+    let counts = BTreeMap::from([("Node".to_string(), 1u64)]);
+    let warnings = json!([]);
+    let push = || async {
+        store
+            .replace_cluster_state(
+                &state("east", 1, &counts, &warnings),
+                rows(&[object("Node", None, "n1")]),
+            )
+            .await
+            .unwrap()
+    };
+    let decisions = [NewDecision {
+        plugin_set: "default",
+        plugin: "RemoveDuplicates",
+        pod_uid: "uid-a",
+        pod_namespace: "shop",
+        pod_name: "a",
+        node: "n1",
+        reason: "duplicate",
+    }];
+    let writes = [StateWrite {
+        plugin_set: "default",
+        policy: "DefaultEvictor",
+        base_version: 0,
+        data: b"cooldown",
+    }];
+    let finish = |run: i64| {
+        let store = store.clone();
+        async move {
+            store
+                .finish_run(
+                    run,
+                    RunEnd::Succeeded {
+                        report: &|_: &[usize]| "{}".to_string(),
+                        decisions: &decisions,
+                        state: &writes,
+                    },
+                )
+                .await
+        }
+    };
+    let first = push().await.0;
+
+    // Deleted and pushed again while the run was in progress: a new cluster, not the run's.
+    let run = store
+        .insert_run(&NewRun::manual("east", 1, "default"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.delete_cluster("east", "alice").await.unwrap(),
+        ClusterDeletion::Deleted(_)
+    ));
+    let second = push().await.0;
+    // SQLite gave the new cluster the old one's id back; its incarnation is new.
+    assert_eq!(first.id, second.id);
+    assert_ne!(first.incarnation, second.incarnation);
+    match finish(run.id).await {
+        Err(StoreError::ClusterGone { run: id, cluster }) => {
+            assert_eq!((id, cluster.as_str()), (run.id, "east"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let failed = store.get_run(run.id).await.unwrap();
+    assert_eq!(failed.status, RunStatus::Failed);
+    assert!(
+        failed
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("was deleted while the run was in progress"),
+        "{failed:?}"
+    );
+    assert!(
+        store
+            .load_policy_state("east", "default")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM decisions WHERE run_id = ?")
+        .bind(run.id)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+
+    // Deleted and not pushed again: the same.
+    let run = store
+        .insert_run(&NewRun::manual("east", 1, "default"))
+        .await
+        .unwrap();
+    store.delete_cluster("east", "alice").await.unwrap();
+    assert!(matches!(
+        finish(run.id).await,
+        Err(StoreError::ClusterGone { .. })
+    ));
+
+    // A run on the cluster as it still is keeps its proposals and state.
+    push().await;
+    let run = store
+        .insert_run(&NewRun::manual("east", 1, "default"))
+        .await
+        .unwrap();
+    finish(run.id).await.unwrap();
+    assert_eq!(
+        store.get_run(run.id).await.unwrap().status,
+        RunStatus::Succeeded
+    );
+    assert_eq!(
+        store
+            .load_policy_state("east", "default")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
