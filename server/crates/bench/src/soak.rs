@@ -163,6 +163,19 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
     if args.log {
         rebalancer_server::telemetry::init(LogFormat::Text);
     }
+    let report = soak(&args)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_report(&mut out, &report)?;
+    }
+    Ok(())
+}
+
+/// Play the soak `args` describe; the report.
+fn soak(args: &SoakArgs) -> anyhow::Result<SoakReport> {
     let go = |flag: &str, text: &str| -> anyhow::Result<i64> {
         let nanos = rebalancer_policy_sdk::evictor::parse_go_duration(text)
             .map_err(|m| anyhow::anyhow!("--{flag}: {m}"))?;
@@ -222,7 +235,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
     runtime.block_on(server.wait_ready())?;
     let store = server.state.store.clone();
     let soak = Soak {
-        args: &args,
+        args,
         addr: server.addr,
         store: &store,
         runtime: &runtime,
@@ -241,14 +254,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
     let stopped = runtime.block_on(server.stop());
     let report = result?;
     stopped?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        print_report(&mut out, &report)?;
-    }
-    Ok(())
+    Ok(report)
 }
 
 fn generated(size: Size, dir: &Path) -> anyhow::Result<Source> {
@@ -538,7 +544,68 @@ fn print_report(out: &mut impl Write, r: &SoakReport) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser as _;
+
     use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        soak: SoakArgs,
+    }
+
+    /// A day of two-hour ticks on a small List (and the demo cluster), keeping proposals six
+    /// hours: the whole loop runs, pod migrations happen, and pruning deletes what is due.
+    #[test]
+    fn a_short_soak_runs_approves_expires_and_prunes() {
+        let dir = TempDir::new().unwrap();
+        let node = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                   "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+        };
+        let pod = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}"),
+                                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                                     "name": "web", "uid": "rs-web", "controller": true}]},
+                   "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "web:1"}]},
+                   "status": {"phase": "Running"}})
+        };
+        let list = json!({"apiVersion": "v1", "kind": "List",
+                          "items": [node("n1"), node("n2"), pod("a"), pod("b"), pod("c")]});
+        let file = dir.path.join("list.json");
+        std::fs::write(&file, list.to_string()).unwrap();
+        let args = Cli::try_parse_from([
+            "soak",
+            "--file",
+            file.to_str().unwrap(),
+            "--days",
+            "1",
+            "--every",
+            "2h",
+            "--prune-interval",
+            "2h",
+            "--retain-proposals",
+            "6h",
+            "--prune-pause",
+            "1ms",
+            "--dir",
+            dir.path.to_str().unwrap(),
+        ])
+        .unwrap()
+        .soak;
+        let report = soak(&args).unwrap();
+        assert_eq!(report.ticks, 12);
+        assert_eq!(report.days.len(), 1);
+        let day = &report.days[0];
+        // Two runs per tick, none old enough to go.
+        assert_eq!(day.rows.runs, 24, "{day:?}");
+        assert!(report.approved > 0, "{report:?}");
+        assert!(day.rows.pod_migrations > 0, "{day:?}");
+        // Proposals older than six hours went, with their events.
+        assert!(day.pruned_rows > 0, "{day:?}");
+        assert!(day.db_bytes > 0 && day.tick_median_ms > 0.0, "{day:?}");
+    }
 
     #[test]
     fn cutoffs_are_the_real_start_of_the_tick_a_keep_time_back() {
