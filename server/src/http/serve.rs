@@ -90,12 +90,12 @@ pub async fn serve(
     drop(listener);
     let _ = stop_tx.send(true);
     drop(done_rx);
+    tracing::debug!(
+        connections = done_tx.receiver_count(),
+        "stopped accepting; waiting for the open connections"
+    );
     let mut waited = 0u32;
     loop {
-        tracing::debug!(
-            connections = done_tx.receiver_count(),
-            "stopped accepting; waiting for the open connections"
-        );
         tokio::select! {
             () = done_tx.closed() => break,
             () = tokio::time::sleep(Duration::from_secs(1)) => {

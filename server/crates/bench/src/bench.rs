@@ -123,12 +123,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let report = result?;
     stopped?;
 
+    write_report(args.json, &report, print_report)
+}
+
+/// Print `report` to stdout: as JSON with `json`, else with `table`.
+pub(crate) fn write_report<R: Serialize>(
+    json: bool,
+    report: &R,
+    table: impl FnOnce(&mut io::StdoutLock<'static>, &R) -> io::Result<()>,
+) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
+    if json {
+        serde_json::to_writer_pretty(&mut out, report)?;
         writeln!(out)?;
     } else {
-        print_report(&mut out, &report)?;
+        table(&mut out, report)?;
     }
     Ok(())
 }

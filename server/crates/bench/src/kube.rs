@@ -490,12 +490,8 @@ pub fn run(args: KubeArgs) -> anyhow::Result<()> {
     let stopped = runtime.block_on(server.stop());
     let report = result?;
     stopped?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-    } else {
+    crate::bench::write_report(args.json, &report, |out, report| {
         writeln!(out, "{report:#?}")?;
-    }
-    writeln!(out)?;
-    Ok(())
+        writeln!(out)
+    })
 }

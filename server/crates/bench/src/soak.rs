@@ -37,7 +37,7 @@ use rebalancer_sim::reference::{self, Size};
 use rebalancer_store::{HistoryCounts, PruneCutoffs, Store, now_ms};
 
 use crate::bench::client::{self, Body, request};
-use crate::bench::{Source, TempDir, file_source, ms, restrict_to};
+use crate::bench::{Source, TempDir, file_source, ms, restrict_to, write_report};
 
 /// Name of the pushed cluster and of its profile.
 const BENCH_NAME: &str = "bench";
@@ -164,14 +164,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
         rebalancer_server::telemetry::init(LogFormat::Text);
     }
     let report = soak(&args)?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        print_report(&mut out, &report)?;
-    }
-    Ok(())
+    write_report(args.json, &report, print_report)
 }
 
 /// Play the soak `args` describe; the report.
