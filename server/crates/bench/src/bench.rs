@@ -966,6 +966,12 @@ impl TempDir {
             .with_context(|| format!("creating the work directory {}", path.display()))?;
         Ok(TempDir { path })
     }
+
+    /// Keep the directory: it is not removed; its path.
+    pub(crate) fn keep(self) -> PathBuf {
+        let mut this = std::mem::ManuallyDrop::new(self);
+        std::mem::take(&mut this.path)
+    }
 }
 
 impl Drop for TempDir {

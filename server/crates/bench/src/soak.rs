@@ -18,6 +18,12 @@
 //! turns each keep time into that real-time cutoff. The server's own expiry sweep and pruning
 //! task run on the real clock, so they are off (a TTL and keep times of forever); the soak
 //! calls the same store functions with the translated cutoffs instead.
+//!
+//! A soak of the reference cluster takes hours. `--keep` leaves its database behind, and
+//! `--resume <DATABASE>` continues a soak whose process stopped (or a kept one) from that file
+//! up to `--days`: the compressed clock is rebuilt from the start times of the `bench` runs
+//! (one per tick, so it needs `--retain-runs` to cover the ticks played), and play goes on at
+//! the tick after the last one with a run. A tick the stop cut short is not played again.
 //! Must not: change the rules it measures or insert rows itself: everything it stores goes
 //! through the API or the server's own functions.
 
@@ -50,7 +56,7 @@ pub struct SoakArgs {
         long,
         value_name = "PATH",
         conflicts_with = "size",
-        required_unless_present = "size"
+        required_unless_present_any = ["size", "resume"]
     )]
     pub file: Option<PathBuf>,
 
@@ -58,6 +64,16 @@ pub struct SoakArgs {
     /// `medium` (60,000) or `large` (150,000).
     #[arg(long)]
     pub size: Option<Size>,
+
+    /// Continue the soak whose database this is (a `soak.db` a stopped or `--keep` soak left)
+    /// up to `--days`, with the cluster and profile it holds. Give the same `--every` and
+    /// retention flags as the first part.
+    #[arg(long, value_name = "DATABASE", conflicts_with_all = ["file", "size", "dir"])]
+    pub resume: Option<PathBuf>,
+
+    /// Keep the work directory and its database afterwards (for `--resume` or a look inside).
+    #[arg(long)]
+    pub keep: bool,
 
     /// Simulated days.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
@@ -108,8 +124,8 @@ pub struct SoakArgs {
     #[arg(long, default_value = "100ms")]
     pub prune_pause: String,
 
-    /// Directory for the database (and a generated cluster); removed afterwards. Default: the
-    /// system's temporary directory.
+    /// Directory for the database (and a generated cluster); removed afterwards unless
+    /// `--keep`. Default: the system's temporary directory.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
@@ -155,6 +171,11 @@ pub struct SoakReport {
     pub retention: String,
     pub proposals_per_run: u64,
     pub approved: u64,
+    /// Ticks an earlier process played (`--resume`); the first day's sample counts only the
+    /// ticks after them.
+    pub resumed_after: Option<usize>,
+    /// The database, when it is kept (`--keep`, `--resume`).
+    pub database: Option<PathBuf>,
     pub days: Vec<DaySample>,
     pub elapsed_s: f64,
 }
@@ -194,26 +215,41 @@ fn soak(args: &SoakArgs) -> anyhow::Result<SoakReport> {
     };
     let ticks = usize::try_from(i64::from(args.days) * DAY_MS / every_ms)?;
 
-    let work = match &args.dir {
-        Some(dir) => TempDir::new_in(dir)?,
-        None => TempDir::new()?,
-    };
-    let source = match (&args.file, args.size) {
-        (Some(path), _) => file_source(path)?,
-        (None, Some(size)) => generated(size, &work.path)?,
-        (None, None) => bail!("give --file or --size"),
+    let (work, database, source) = match &args.resume {
+        Some(database) => {
+            anyhow::ensure!(
+                database.is_file(),
+                "--resume {}: no such database file",
+                database.display()
+            );
+            (None, database.clone(), None)
+        }
+        None => {
+            let work = match &args.dir {
+                Some(dir) => TempDir::new_in(dir)?,
+                None => TempDir::new()?,
+            };
+            let source = match (&args.file, args.size) {
+                (Some(path), _) => file_source(path)?,
+                (None, Some(size)) => generated(size, &work.path)?,
+                (None, None) => bail!("give --file, --size or --resume"),
+            };
+            let database = work.path.join("soak.db");
+            (Some(work), database, Some(source))
+        }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("soak-server")
         .build()
         .context("starting the async runtime")?;
-    let database = work.path.join("soak.db");
     let mut settings = Settings::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), database.clone());
     settings.admin_token = Some(Secret::new(client::TOKEN));
-    settings.snapshot_body_limit = settings
-        .snapshot_body_limit
-        .max(usize::try_from(source.body.end - source.body.start)? + 1);
+    if let Some(source) = &source {
+        settings.snapshot_body_limit = settings
+            .snapshot_body_limit
+            .max(usize::try_from(source.body.end - source.body.start)? + 1);
+    }
     // The soak expires and prunes on its own clock (see the module's header).
     settings.proposal_ttl_ms = i64::MAX / 2;
     settings.retention = RetentionSettings {
@@ -243,10 +279,18 @@ fn soak(args: &SoakArgs) -> anyhow::Result<SoakReport> {
         rules,
         ticks,
     };
-    let result = soak.play(&source);
+    let result = soak.play(source.as_ref());
     let stopped = runtime.block_on(server.stop());
-    let report = result?;
+    let mut report = result?;
     stopped?;
+    match work {
+        Some(work) if !args.keep => drop(work),
+        Some(work) => {
+            work.keep();
+            report.database = Some(database);
+        }
+        None => report.database = Some(database),
+    }
     Ok(report)
 }
 
@@ -276,43 +320,38 @@ struct Soak<'a> {
 }
 
 impl Soak<'_> {
-    fn play(&self, source: &Source) -> anyhow::Result<SoakReport> {
+    fn play(&self, source: Option<&Source>) -> anyhow::Result<SoakReport> {
         let started = Instant::now();
-        let path = match &source.observed_at {
-            Some(at) => format!(
-                "/api/v1/clusters/{BENCH_NAME}/snapshot?observedAt={}",
-                at.replace('+', "%2B")
-            ),
-            None => format!("/api/v1/clusters/{BENCH_NAME}/snapshot"),
+        let (cluster, mut starts) = match source {
+            Some(source) => {
+                self.set_up(source)?;
+                (source.description.clone(), Vec::with_capacity(self.ticks))
+            }
+            None => self.played_so_far()?,
         };
-        request(
-            self.addr,
-            "PUT",
-            &path,
-            "application/json",
-            Body::File(&source.path, source.body.clone()),
-        )?
-        .ok_json("pushing the snapshot")?;
-        let registered: Vec<String> = self.get("/api/v1/policies")?["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|p| p["name"].as_str().map(str::to_owned))
-            .collect();
-        let document = source
-            .policy
-            .clone()
-            .unwrap_or_else(rebalancer_engine::profile::default_profile_document);
-        let (document, _) = restrict_to(&document, &registered);
-        self.send("PUT", &format!("/api/v1/profiles/{BENCH_NAME}"), &document)?;
+        let resumed_after = (!starts.is_empty()).then_some(starts.len());
+        if let Some(played) = resumed_after {
+            anyhow::ensure!(
+                played < self.ticks,
+                "the database holds {played} ticks already: --days {} is {} ticks",
+                self.args.days,
+                self.ticks
+            );
+            if !self.args.json {
+                eprintln!(
+                    "resuming after tick {played} of {}: day {} (its line counts only the ticks \
+                     played from here)",
+                    self.ticks,
+                    played / self.ticks_per_day() + 1
+                );
+            }
+        }
 
         let (mut days, mut day) = (Vec::new(), DayTotals::default());
         let (mut proposals_per_run, mut approved) = (0, 0);
-        // Real time at which each tick started: the compressed clock.
-        let mut starts: Vec<i64> = Vec::with_capacity(self.ticks);
-        let ticks_per_day = usize::try_from(DAY_MS / self.every_ms)?.max(1);
+        let ticks_per_day = self.ticks_per_day();
         let (_stop, never) = tokio::sync::watch::channel(false);
-        for tick in 0..self.ticks {
+        for tick in starts.len()..self.ticks {
             let tick_started = Instant::now();
             starts.push(now_ms());
             let dry_run =
@@ -352,7 +391,7 @@ impl Soak<'_> {
             }
             day.ticks_ms.push(ms(tick_started));
             if (tick + 1) % ticks_per_day == 0 || tick + 1 == self.ticks {
-                let sample = self.sample(days.len() as u32 + 1, &mut day)?;
+                let sample = self.sample(u32::try_from(tick / ticks_per_day)? + 1, &mut day)?;
                 if !self.args.json {
                     eprintln!("{}", day_line(&sample));
                 }
@@ -360,7 +399,7 @@ impl Soak<'_> {
             }
         }
         Ok(SoakReport {
-            cluster: source.description.clone(),
+            cluster,
             build: if cfg!(debug_assertions) {
                 "debug"
             } else {
@@ -383,9 +422,90 @@ impl Soak<'_> {
             ),
             proposals_per_run,
             approved,
+            resumed_after,
+            database: None,
             days,
             elapsed_s: started.elapsed().as_secs_f64(),
         })
+    }
+
+    /// A fresh soak: push the cluster and put its profile.
+    fn set_up(&self, source: &Source) -> anyhow::Result<()> {
+        let path = match &source.observed_at {
+            Some(at) => format!(
+                "/api/v1/clusters/{BENCH_NAME}/snapshot?observedAt={}",
+                at.replace('+', "%2B")
+            ),
+            None => format!("/api/v1/clusters/{BENCH_NAME}/snapshot"),
+        };
+        request(
+            self.addr,
+            "PUT",
+            &path,
+            "application/json",
+            Body::File(&source.path, source.body.clone()),
+        )?
+        .ok_json("pushing the snapshot")?;
+        let registered: Vec<String> = self.get("/api/v1/policies")?["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["name"].as_str().map(str::to_owned))
+            .collect();
+        let document = source
+            .policy
+            .clone()
+            .unwrap_or_else(rebalancer_engine::profile::default_profile_document);
+        let (document, _) = restrict_to(&document, &registered);
+        self.send("PUT", &format!("/api/v1/profiles/{BENCH_NAME}"), &document)?;
+        Ok(())
+    }
+
+    /// Resuming: the cluster's description, and the real start of each tick played so far
+    /// (its `bench` run's start; every row of the tick before was written earlier).
+    fn played_so_far(&self) -> anyhow::Result<(String, Vec<i64>)> {
+        let cluster = self.get(&format!("/api/v1/clusters/{BENCH_NAME}"))?;
+        let description = format!(
+            "`{BENCH_NAME}` from {}: {} nodes, {} pods",
+            self.database.display(),
+            cluster["nodes"],
+            cluster["pods"]
+        );
+        let mut starts = Vec::new();
+        let mut before = None;
+        loop {
+            let page = self.runtime.block_on(self.store.list_runs(1000, before))?;
+            let Some(last) = page.last() else { break };
+            before = Some(last.id);
+            starts.extend(
+                page.iter()
+                    .filter(|r| r.cluster == BENCH_NAME)
+                    .map(|r| r.started_at),
+            );
+        }
+        starts.reverse();
+        anyhow::ensure!(
+            !starts.is_empty(),
+            "{}: no run of `{BENCH_NAME}` to resume after",
+            self.database.display()
+        );
+        // Runs older than --retain-runs may be gone, and with them the clock's first ticks.
+        if let Some(keep) = self.rules.runs {
+            let played_ms = i64::try_from(starts.len())? * self.every_ms;
+            anyhow::ensure!(
+                i64::try_from(keep.as_millis()).unwrap_or(i64::MAX) >= played_ms,
+                "{} ticks of {} were played, more than --retain-runs {} keeps runs: the clock \
+                 cannot be rebuilt from them",
+                starts.len(),
+                self.args.every,
+                self.args.retain_runs
+            );
+        }
+        Ok((description, starts))
+    }
+
+    fn ticks_per_day(&self) -> usize {
+        usize::try_from(DAY_MS / self.every_ms).unwrap_or(1).max(1)
     }
 
     /// The keep times as real-time cutoffs at `tick`.
@@ -529,10 +649,20 @@ fn print_report(out: &mut impl Write, r: &SoakReport) -> std::io::Result<()> {
         r.build, r.every, r.ticks, r.proposals_per_run, r.approved
     )?;
     writeln!(out, "retention: {}", r.retention)?;
+    if let Some(played) = r.resumed_after {
+        writeln!(
+            out,
+            "resumed after tick {played}: the first day's line counts only the ticks from there"
+        )?;
+    }
     for d in &r.days {
         writeln!(out, "{}", day_line(d))?;
     }
-    writeln!(out, "real time: {:.0} s", r.elapsed_s)
+    writeln!(out, "real time: {:.0} s", r.elapsed_s)?;
+    if let Some(database) = &r.database {
+        writeln!(out, "database: {}", database.display())?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -547,11 +677,8 @@ mod tests {
         soak: SoakArgs,
     }
 
-    /// A day of two-hour ticks on a small List (and the demo cluster), keeping proposals six
-    /// hours: the whole loop runs, pod migrations happen, and pruning deletes what is due.
-    #[test]
-    fn a_short_soak_runs_approves_expires_and_prunes() {
-        let dir = TempDir::new().unwrap();
+    /// A node and three pods of one ReplicaSet on it, as a kubectl List in `dir`.
+    fn small_list(dir: &Path) -> PathBuf {
         let node = |name: &str| {
             json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
                    "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
@@ -566,14 +693,15 @@ mod tests {
         };
         let list = json!({"apiVersion": "v1", "kind": "List",
                           "items": [node("n1"), node("n2"), pod("a"), pod("b"), pod("c")]});
-        let file = dir.path.join("list.json");
+        let file = dir.join("list.json");
         std::fs::write(&file, list.to_string()).unwrap();
-        let args = Cli::try_parse_from([
+        file
+    }
+
+    /// Two-hour ticks, pruned every tick, proposals kept six hours, and `more` flags.
+    fn args(more: &[&str]) -> SoakArgs {
+        let base = [
             "soak",
-            "--file",
-            file.to_str().unwrap(),
-            "--days",
-            "1",
             "--every",
             "2h",
             "--prune-interval",
@@ -582,14 +710,29 @@ mod tests {
             "6h",
             "--prune-pause",
             "1ms",
+        ];
+        Cli::try_parse_from(base.iter().chain(more)).unwrap().soak
+    }
+
+    /// A day of two-hour ticks on a small List (and the demo cluster): the whole loop runs, pod
+    /// migrations happen, and pruning deletes what is due.
+    #[test]
+    fn a_short_soak_runs_approves_expires_and_prunes() {
+        let dir = TempDir::new().unwrap();
+        let file = small_list(&dir.path);
+        let work = dir.path.to_str().unwrap();
+        let report = soak(&args(&[
+            "--file",
+            file.to_str().unwrap(),
+            "--days",
+            "1",
             "--dir",
-            dir.path.to_str().unwrap(),
-        ])
-        .unwrap()
-        .soak;
-        let report = soak(&args).unwrap();
+            work,
+        ]))
+        .unwrap();
         assert_eq!(report.ticks, 12);
         assert_eq!(report.days.len(), 1);
+        assert_eq!(report.resumed_after, None);
         let day = &report.days[0];
         // Two runs per tick, none old enough to go.
         assert_eq!(day.rows.runs, 24, "{day:?}");
@@ -598,6 +741,91 @@ mod tests {
         // Proposals older than six hours went, with their events.
         assert!(day.pruned_rows > 0, "{day:?}");
         assert!(day.db_bytes > 0 && day.tick_median_ms > 0.0, "{day:?}");
+        // Not kept: the work directory is gone.
+        assert_eq!(report.database, None);
+        assert_eq!(
+            std::fs::read_dir(&dir.path).unwrap().count(),
+            1,
+            "only the List is left"
+        );
+    }
+
+    /// A kept soak of one day goes on to two from its database: play goes on at the next tick,
+    /// and pruning goes on by the rebuilt clock.
+    #[test]
+    fn a_kept_soak_resumes_after_its_last_tick() {
+        let dir = TempDir::new().unwrap();
+        let file = small_list(&dir.path);
+        let work = dir.path.to_str().unwrap();
+        let first = soak(&args(&[
+            "--file",
+            file.to_str().unwrap(),
+            "--days",
+            "1",
+            "--dir",
+            work,
+            "--keep",
+        ]))
+        .unwrap();
+        let database = first.database.clone().expect("kept");
+        assert!(database.is_file(), "{}", database.display());
+        assert_eq!(first.days[0].rows.runs, 24);
+
+        let resumed = soak(&args(&[
+            "--resume",
+            database.to_str().unwrap(),
+            "--days",
+            "2",
+        ]))
+        .unwrap();
+        assert_eq!(resumed.resumed_after, Some(12), "{resumed:?}");
+        assert_eq!(resumed.ticks, 24);
+        // One line: day 2, twelve more ticks of two runs each.
+        assert_eq!(resumed.days.len(), 1, "{resumed:?}");
+        let day = &resumed.days[0];
+        assert_eq!(day.day, 2);
+        assert_eq!(day.rows.runs, 48, "{day:?}");
+        assert!(day.pruned_rows > 0, "{day:?}");
+        assert!(
+            resumed.cluster.contains("2 nodes, 3 pods"),
+            "{}",
+            resumed.cluster
+        );
+        assert_eq!(resumed.database.as_deref(), Some(database.as_path()));
+
+        // Nothing left to play.
+        let error = soak(&args(&[
+            "--resume",
+            database.to_str().unwrap(),
+            "--days",
+            "2",
+        ]))
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("holds 24 ticks already"),
+            "{error:#}"
+        );
+        // Runs kept shorter than the ticks played: their start times may be gone.
+        let error = soak(&args(&[
+            "--resume",
+            database.to_str().unwrap(),
+            "--days",
+            "3",
+            "--retain-runs",
+            "1d",
+        ]))
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("more than --retain-runs 1d"),
+            "{error:#}"
+        );
+        // Without a database.
+        let missing = dir.path.join("nothing.db");
+        let error = soak(&args(&["--resume", missing.to_str().unwrap()])).unwrap_err();
+        assert!(
+            error.to_string().contains("no such database file"),
+            "{error:#}"
+        );
     }
 
     #[test]
