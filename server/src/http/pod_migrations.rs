@@ -276,16 +276,7 @@ pub async fn put_arbitration(
     actor: Actor,
     ApiJson(config): ApiJson<ArbitrationConfig>,
 ) -> Result<Json<ArbitrationConfig>, ApiError> {
-    let errors: Vec<KnobError> = config.validate();
-    if !errors.is_empty() {
-        return Err(ApiError::field_problems(
-            "invalid_config",
-            "the arbitration config",
-            &errors,
-        ));
-    }
-    let json = serde_json::to_value(&config)
-        .map_err(|e| ApiError::internal("serialising the arbitration config", e))?;
+    let json = checked(&config, "the arbitration config")?;
     let work = {
         let state = state.clone();
         async move {
@@ -308,6 +299,17 @@ pub async fn put_arbitration(
         .detached(work)
         .await
         .map_err(|e| ApiError::internal("arbitration config task failed", e))?
+}
+
+/// `config` as stored, once every knob of it can work: `invalid_config` naming `subject` and
+/// every problem otherwise.
+fn checked(config: &ArbitrationConfig, subject: &str) -> Result<serde_json::Value, ApiError> {
+    let errors: Vec<KnobError> = config.validate();
+    if !errors.is_empty() {
+        return Err(ApiError::field_problems("invalid_config", subject, &errors));
+    }
+    serde_json::to_value(config)
+        .map_err(|e| ApiError::internal("serialising the arbitration config", e))
 }
 
 /// Where a cluster's arbitration knobs come from.
@@ -383,16 +385,10 @@ pub async fn put_cluster_arbitration(
     ApiPath(name): ApiPath<String>,
     ApiJson(config): ApiJson<ArbitrationConfig>,
 ) -> Result<Json<ClusterArbitration>, ApiError> {
-    let errors: Vec<KnobError> = config.validate();
-    if !errors.is_empty() {
-        return Err(ApiError::field_problems(
-            "invalid_config",
-            &format!("the arbitration config of cluster \"{name}\""),
-            &errors,
-        ));
-    }
-    let json = serde_json::to_value(&config)
-        .map_err(|e| ApiError::internal("serialising the arbitration config", e))?;
+    let json = checked(
+        &config,
+        &format!("the arbitration config of cluster \"{name}\""),
+    )?;
     let work = {
         let state = state.clone();
         async move {

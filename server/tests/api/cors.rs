@@ -36,6 +36,17 @@ async fn preflight(server: &TestServer, origin: &str, method: &str, path: &str) 
         .unwrap()
 }
 
+/// The page at `origin` lists clusters with the admin token.
+async fn list_clusters_from(server: &TestServer, origin: &str) -> Response {
+    server
+        .client
+        .get(server.url("/api/v1/clusters"))
+        .header(ORIGIN, origin)
+        .send()
+        .await
+        .unwrap()
+}
+
 fn header<'a>(response: &'a Response, name: &reqwest::header::HeaderName) -> Option<&'a str> {
     response.headers().get(name).map(|v| v.to_str().unwrap())
 }
@@ -104,13 +115,7 @@ async fn a_portal_on_an_allowed_origin_preflights_without_a_token_then_calls_wit
         )
         .await;
     assert_eq!(status, StatusCode::CREATED);
-    let response = server
-        .client
-        .get(server.url("/api/v1/clusters"))
-        .header(ORIGIN, PORTAL)
-        .send()
-        .await
-        .unwrap();
+    let response = list_clusters_from(&server, PORTAL).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(
         header(&response, &ACCESS_CONTROL_ALLOW_ORIGIN),
@@ -159,13 +164,7 @@ async fn another_origin_gets_no_cors_headers() {
     }
     // The actual request is answered (a browser, not the server, withholds it from the page),
     // without the header that would let the page read it.
-    let response = server
-        .client
-        .get(server.url("/api/v1/clusters"))
-        .header(ORIGIN, ELSEWHERE)
-        .send()
-        .await
-        .unwrap();
+    let response = list_clusters_from(&server, ELSEWHERE).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(header(&response, &ACCESS_CONTROL_ALLOW_ORIGIN), None);
 }
@@ -177,13 +176,7 @@ async fn without_configured_origins_cors_is_off() {
     let response = preflight(&server, PORTAL, "GET", "/api/v1/clusters").await;
     assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(header(&response, &ACCESS_CONTROL_ALLOW_ORIGIN), None);
-    let response = server
-        .client
-        .get(server.url("/api/v1/clusters"))
-        .header(ORIGIN, PORTAL)
-        .send()
-        .await
-        .unwrap();
+    let response = list_clusters_from(&server, PORTAL).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(header(&response, &ACCESS_CONTROL_ALLOW_ORIGIN), None);
 }

@@ -714,22 +714,23 @@ mod tests {
         Cli::try_parse_from(base.iter().chain(more)).unwrap().soak
     }
 
+    /// A day of the small List in `dir`, the work directory kept or not.
+    fn one_day(dir: &Path, keep: bool) -> SoakReport {
+        let file = small_list(dir);
+        let (file, work) = (file.to_str().unwrap(), dir.to_str().unwrap());
+        let mut more = vec!["--file", file, "--days", "1", "--dir", work];
+        if keep {
+            more.push("--keep");
+        }
+        soak(&args(&more)).unwrap()
+    }
+
     /// A day of two-hour ticks on a small List (and the demo cluster): the whole loop runs, pod
     /// migrations happen, and pruning deletes what is due.
     #[test]
     fn a_short_soak_runs_approves_expires_and_prunes() {
         let dir = TempDir::new().unwrap();
-        let file = small_list(&dir.path);
-        let work = dir.path.to_str().unwrap();
-        let report = soak(&args(&[
-            "--file",
-            file.to_str().unwrap(),
-            "--days",
-            "1",
-            "--dir",
-            work,
-        ]))
-        .unwrap();
+        let report = one_day(&dir.path, false);
         assert_eq!(report.ticks, 12);
         assert_eq!(report.days.len(), 1);
         assert_eq!(report.resumed_after, None);
@@ -755,18 +756,7 @@ mod tests {
     #[test]
     fn a_kept_soak_resumes_after_its_last_tick() {
         let dir = TempDir::new().unwrap();
-        let file = small_list(&dir.path);
-        let work = dir.path.to_str().unwrap();
-        let first = soak(&args(&[
-            "--file",
-            file.to_str().unwrap(),
-            "--days",
-            "1",
-            "--dir",
-            work,
-            "--keep",
-        ]))
-        .unwrap();
+        let first = one_day(&dir.path, true);
         let database = first.database.clone().expect("kept");
         assert!(database.is_file(), "{}", database.display());
         assert_eq!(first.days[0].rows.runs, 24);
