@@ -1,12 +1,14 @@
 //! The test server, HTTP helpers and Kubernetes object builders.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use rebalancer_server::app::{self, Server};
 use rebalancer_server::config::{Secret, Settings};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 /// The admin token every test server is started with (as `REBALANCER_ADMIN_TOKEN` would set it).
 pub const ADMIN_TOKEN: &str = "rb_test-admin-token-0123456789abcdef";
@@ -494,4 +496,36 @@ pub fn metric_sum(text: &str, name: &str, filter: &str) -> f64 {
         .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(filter))
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum()
+}
+
+/// Everything the server sends until it closes the connection (a TLS stream counts a missing
+/// close_notify as the end too). The bound only keeps a server that never closes from hanging
+/// the suite.
+pub async fn until_closed(stream: &mut (impl AsyncRead + Unpin)) -> Vec<u8> {
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut buffer = [0u8; 4096];
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) => return,
+                Ok(n) => received.extend_from_slice(&buffer[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof
+                    ) =>
+                {
+                    return;
+                }
+                Err(e) => panic!("reading from the server: {e}"),
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "the server kept the connection open; it sent {:?}",
+        String::from_utf8_lossy(&received)
+    );
+    received
 }

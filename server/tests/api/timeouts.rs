@@ -9,10 +9,10 @@ use rebalancer_server::config::Settings;
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::support::{ADMIN_TOKEN, TestServer};
+use crate::support::{ADMIN_TOKEN, TestServer, until_closed};
 
 fn tiny_timeouts(settings: &mut Settings) {
     settings.demo = false;
@@ -41,30 +41,6 @@ async fn connect(server: &TestServer) -> TcpStream {
     TcpStream::connect(addr).await.expect("a connection")
 }
 
-/// Everything the server sends until it closes the connection. The bound only keeps a server
-/// that never closes from hanging the suite.
-async fn until_closed(stream: &mut TcpStream) -> String {
-    let mut received = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(60), async {
-        let mut buffer = [0u8; 4096];
-        loop {
-            match stream.read(&mut buffer).await {
-                Ok(0) => return,
-                Ok(n) => received.extend_from_slice(&buffer[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return,
-                Err(e) => panic!("reading from the server: {e}"),
-            }
-        }
-    })
-    .await;
-    let received = String::from_utf8_lossy(&received).into_owned();
-    assert!(
-        read.is_ok(),
-        "the server kept the connection open; it sent {received:?}"
-    );
-    received
-}
-
 async fn still_serves(server: &TestServer) {
     let response = unpooled_admin()
         .get(server.url("/api/v1/clusters"))
@@ -80,7 +56,7 @@ async fn a_request_head_that_does_not_arrive_in_time_closes_the_connection() {
 
     // Connected, silent.
     let mut silent = connect(&server).await;
-    let answer = until_closed(&mut silent).await;
+    let answer = String::from_utf8_lossy(&until_closed(&mut silent).await).into_owned();
     assert!(
         answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
         "{answer}"
@@ -92,7 +68,7 @@ async fn a_request_head_that_does_not_arrive_in_time_closes_the_connection() {
         .write_all(b"GET /api/v1/clusters HTTP/1.1\r\nHost: rebalancer\r\nAuthoriz")
         .await
         .unwrap();
-    let answer = until_closed(&mut partial).await;
+    let answer = String::from_utf8_lossy(&until_closed(&mut partial).await).into_owned();
     assert!(
         answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
         "{answer}"
@@ -103,7 +79,7 @@ async fn a_request_head_that_does_not_arrive_in_time_closes_the_connection() {
     kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: rebalancer\r\n\r\n")
         .await
         .unwrap();
-    let answer = until_closed(&mut kept).await;
+    let answer = String::from_utf8_lossy(&until_closed(&mut kept).await).into_owned();
     assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
     assert!(answer.contains("\"status\":\"ok\""), "{answer}");
 
@@ -134,7 +110,7 @@ async fn a_request_body_that_stalls_is_answered_408_and_the_connection_closed() 
              Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{start}"
         );
         stream.write_all(head.as_bytes()).await.unwrap();
-        let answer = until_closed(&mut stream).await;
+        let answer = String::from_utf8_lossy(&until_closed(&mut stream).await).into_owned();
         assert!(
             answer.starts_with("HTTP/1.1 408"),
             "{method} {path}: {answer}"

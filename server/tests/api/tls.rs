@@ -9,11 +9,11 @@ use std::time::Duration;
 use rebalancer_server::app;
 use rebalancer_server::config::{Settings, TlsFiles};
 use reqwest::StatusCode;
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 use tokio_rustls::rustls;
 
-use crate::support::{ADMIN_TOKEN, TestServer};
+use crate::support::{ADMIN_TOKEN, TestServer, until_closed};
 
 /// A self-signed certificate for `localhost` and 127.0.0.1, as PEM, and its key.
 struct SelfSigned {
@@ -66,38 +66,6 @@ fn trusting(cert: &SelfSigned) -> reqwest::Client {
 
 fn port(server: &TestServer) -> u16 {
     server.base.rsplit(':').next().unwrap().parse().unwrap()
-}
-
-/// Everything the server sends until it closes the connection (a TLS stream counts a missing
-/// close_notify as the end too). The bound only keeps a server that never closes from hanging
-/// the suite.
-async fn until_closed(stream: &mut (impl AsyncRead + Unpin)) -> Vec<u8> {
-    let mut received = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(60), async {
-        let mut buffer = [0u8; 4096];
-        loop {
-            match stream.read(&mut buffer).await {
-                Ok(0) => return,
-                Ok(n) => received.extend_from_slice(&buffer[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof
-                    ) =>
-                {
-                    return;
-                }
-                Err(e) => panic!("reading from the server: {e}"),
-            }
-        }
-    })
-    .await;
-    assert!(
-        read.is_ok(),
-        "the server kept the connection open; it sent {:?}",
-        String::from_utf8_lossy(&received)
-    );
-    received
 }
 
 #[tokio::test]

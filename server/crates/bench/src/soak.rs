@@ -471,19 +471,7 @@ impl Soak<'_> {
             cluster["nodes"],
             cluster["pods"]
         );
-        let mut starts = Vec::new();
-        let mut before = None;
-        loop {
-            let page = self.runtime.block_on(self.store.list_runs(1000, before))?;
-            let Some(last) = page.last() else { break };
-            before = Some(last.id);
-            starts.extend(
-                page.iter()
-                    .filter(|r| r.cluster == BENCH_NAME)
-                    .map(|r| r.started_at),
-            );
-        }
-        starts.reverse();
+        let starts = self.runtime.block_on(self.store.run_starts(BENCH_NAME))?;
         anyhow::ensure!(
             !starts.is_empty(),
             "{}: no run of `{BENCH_NAME}` to resume after",

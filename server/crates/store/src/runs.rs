@@ -358,6 +358,16 @@ impl Store {
         rows.iter().map(run_from_row).collect()
     }
 
+    /// When each run of `cluster` still stored started, oldest first.
+    pub async fn run_starts(&self, cluster: &str) -> Result<Vec<i64>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT started_at FROM runs WHERE cluster = ? ORDER BY id")
+                .bind(cluster)
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
     /// Mark runs left `running` by a previous process as failed. Returns how many there were.
     pub async fn fail_interrupted_runs(&self, error: &str) -> Result<u64, StoreError> {
         let done = sqlx::query(
