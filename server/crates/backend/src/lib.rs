@@ -144,6 +144,10 @@ pub enum BackendError {
     UnknownCluster(String),
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// The cluster's credentials do not allow the call (401/403): retrying cannot help until
+    /// the RBAC or the credentials change.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     /// A failure that may go away on retry (database busy, API server unreachable).
     #[error("backend temporarily unavailable: {0}")]
     Unavailable(String),
@@ -152,7 +156,8 @@ pub enum BackendError {
 }
 
 impl BackendError {
-    /// Worth retrying the same call later.
+    /// Worth retrying the same call later. Everything else fails the step that made the call
+    /// at once: an invalid or forbidden request stays invalid or forbidden.
     pub fn is_transient(&self) -> bool {
         matches!(self, BackendError::Unavailable(_))
     }

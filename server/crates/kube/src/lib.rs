@@ -8,6 +8,7 @@
 //! In the order a connected cluster uses them:
 //! - [`connect`]: credentials (kubeconfig context or service account) → a kube-rs client whose
 //!   own 429 retry is off. Credentials never leave the client.
+//! - [`error`]: Kubernetes errors as `reason: message (code)`, permanent or transient.
 //! - [`kinds`]: the watched resources, required and optional (discovered).
 //! - [`lean`]: [`lean::LeanObject`], the trimmed JSON a watcher keeps of each object.
 //! - [`sync`]: [`LiveCluster`]: discovery, watchers, the object cache, debounced snapshot
@@ -20,6 +21,7 @@
 
 pub mod backend;
 pub mod connect;
+pub mod error;
 pub mod kinds;
 pub mod lean;
 pub mod lease;
