@@ -64,6 +64,14 @@ impl Backend for Backends {
         self.of(cluster).eviction_check(cluster, uid).await
     }
 
+    async fn reservation_kind(
+        &self,
+        cluster: &str,
+        pod_uid: &str,
+    ) -> Result<ReservationKind, BackendError> {
+        self.of(cluster).reservation_kind(cluster, pod_uid).await
+    }
+
     async fn reserve(
         &self,
         cluster: &str,
@@ -92,12 +100,20 @@ impl Backend for Backends {
         self.of(cluster).evict(cluster, request).await
     }
 
-    async fn replacement_of(
+    async fn record_eviction(
+        &self,
+        cluster: &str,
+        request: &EvictionRequest,
+    ) -> Result<(), BackendError> {
+        self.of(cluster).record_eviction(cluster, request).await
+    }
+
+    async fn replacements_of(
         &self,
         cluster: &str,
         evicted: &EvictedPod,
-    ) -> Result<Option<PodState>, BackendError> {
-        self.of(cluster).replacement_of(cluster, evicted).await
+    ) -> Result<Vec<PodState>, BackendError> {
+        self.of(cluster).replacements_of(cluster, evicted).await
     }
 
     async fn reserved(

@@ -251,6 +251,8 @@ fn pod_state(snapshot: &ClusterSnapshot, id: u32) -> Result<PodState, BackendErr
         ready: snapshot.index().pod_is_ready(id),
         owner: controller_of(&json),
         reservation,
+        // The simulated cluster removes an evicted pod at once.
+        terminating: false,
     })
 }
 
@@ -1146,11 +1148,12 @@ impl Backend for SimulatedBackend {
         Ok(out)
     }
 
-    async fn replacement_of(
+    /// The simulated controllers record which pod replaced which: that one, and only it.
+    async fn replacements_of(
         &self,
         cluster: &str,
         evicted: &super::EvictedPod,
-    ) -> Result<Option<PodState>, BackendError> {
+    ) -> Result<Vec<PodState>, BackendError> {
         let snapshot = self.snapshot(cluster)?;
         let Some(uid) = self
             .store
@@ -1158,10 +1161,11 @@ impl Backend for SimulatedBackend {
             .await
             .map_err(store_error)?
         else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
         find_pod(&snapshot, &uid)
             .map(|id| pod_state(&snapshot, id))
             .transpose()
+            .map(|p| p.into_iter().collect())
     }
 }

@@ -30,6 +30,7 @@ fn gone(uid: &str) -> EvictedPod {
         namespace: String::new(),
         owner_uid: None,
         evicted_at_ms: None,
+        reservation: None,
     }
 }
 
@@ -425,7 +426,11 @@ async fn evict_binds_the_replacement_into_the_reservation_once() {
     );
     assert_eq!((env.cpu("a"), env.cpu("c")), (3000, 1000));
     assert_eq!(
-        b.replacement_of(C, &gone("uid-shop-web-1")).await.unwrap(),
+        b.replacements_of(C, &gone("uid-shop-web-1"))
+            .await
+            .unwrap()
+            .into_iter()
+            .next(),
         None
     );
 
@@ -435,9 +440,11 @@ async fn evict_binds_the_replacement_into_the_reservation_once() {
     );
     assert_eq!(b.pod(C, "uid-shop-web-1").await.unwrap(), None);
     let new = b
-        .replacement_of(C, &gone("uid-shop-web-1"))
+        .replacements_of(C, &gone("uid-shop-web-1"))
         .await
         .unwrap()
+        .into_iter()
+        .next()
         .expect("a replacement exists");
     assert_eq!(new.node.as_deref(), Some("c"));
     assert_eq!(new.reservation.as_deref(), Some("pm-1"));
@@ -491,9 +498,11 @@ async fn evict_binds_the_replacement_into_the_reservation_once() {
     env.restart().await;
     let b = env.dyn_backend();
     assert_eq!(
-        b.replacement_of(C, &gone("uid-shop-web-1"))
+        b.replacements_of(C, &gone("uid-shop-web-1"))
             .await
             .unwrap()
+            .into_iter()
+            .next()
             .as_ref(),
         Some(&new)
     );
@@ -571,9 +580,11 @@ async fn release_frees_capacity_and_survives_restart() {
         EvictionResult::Evicted
     );
     let new = b
-        .replacement_of(C, &gone("uid-shop-web-1"))
+        .replacements_of(C, &gone("uid-shop-web-1"))
         .await
         .unwrap()
+        .into_iter()
+        .next()
         .unwrap();
     assert_eq!(new.reservation.as_deref(), Some("pm-2"));
     assert_eq!(new.node.as_deref(), Some("b"));
@@ -606,9 +617,11 @@ async fn controllers_recreate_owned_pods_only() {
         EvictionResult::Evicted
     );
     let db = b
-        .replacement_of(C, &gone("uid-shop-db-0"))
+        .replacements_of(C, &gone("uid-shop-db-0"))
         .await
         .unwrap()
+        .into_iter()
+        .next()
         .unwrap();
     assert_eq!(db.name, "db-0");
     assert_ne!(db.uid, "uid-shop-db-0");
@@ -620,7 +633,11 @@ async fn controllers_recreate_owned_pods_only() {
         EvictionResult::Evicted
     );
     assert_eq!(
-        b.replacement_of(C, &gone("uid-shop-tool")).await.unwrap(),
+        b.replacements_of(C, &gone("uid-shop-tool"))
+            .await
+            .unwrap()
+            .into_iter()
+            .next(),
         None
     );
     assert_eq!(b.pod(C, "uid-shop-tool").await.unwrap(), None);
@@ -652,9 +669,11 @@ async fn controllers_recreate_owned_pods_only() {
     );
     let big = env
         .backend
-        .replacement_of(C, &gone("uid-ns-big-1"))
+        .replacements_of(C, &gone("uid-ns-big-1"))
         .await
         .unwrap()
+        .into_iter()
+        .next()
         .unwrap();
     assert_eq!(
         (big.phase.as_str(), big.node.as_deref(), big.ready),

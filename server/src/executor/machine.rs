@@ -20,9 +20,11 @@
 //! the race leaves the executor's change unapplied (and its side effect unperformed).
 
 use super::Deps;
+use std::collections::{BTreeSet, HashMap};
+
 use crate::backend::{
-    BackendError, EvictedPod, EvictionCheck, EvictionRequest, EvictionResult, ReservationRequest,
-    ReservationState,
+    BackendError, EvictedPod, EvictionCheck, EvictionRequest, EvictionResult, PodState,
+    ReservationKind, ReservationRequest, ReservationState,
 };
 use crate::metrics::{Eviction, EvictionOutcome};
 use rebalancer_store::pod_migrations::DONE_STEP;
@@ -32,6 +34,9 @@ use rebalancer_store::{
 };
 
 use super::arbitration::{MigrationMode, PodFacts, human_ms};
+
+#[cfg(test)]
+mod tests;
 
 /// Actor of the executor's own decision changes.
 pub const EXECUTOR_ACTOR: &str = "system:executor";
@@ -62,6 +67,13 @@ enum Outcome {
 
 fn reservation_name(m: &PodMigrationRecord) -> String {
     format!("rebalancer-pm-{}", m.id)
+}
+
+/// How messages name `m`'s reservation: `Reservation` or `placeholder pod`.
+fn reservation_kind(m: &PodMigrationRecord) -> &str {
+    m.reservation_kind
+        .as_deref()
+        .unwrap_or(ReservationKind::Reservation.as_str())
 }
 
 fn pod_ref(m: &PodMigrationRecord) -> String {
@@ -108,6 +120,10 @@ pub async fn staleness(
             "stale: pod {} (uid {}) no longer exists",
             pod_ref(m),
             m.pod_uid
+        )),
+        Some(p) if p.terminating => Some(format!(
+            "stale: pod {} is already terminating (being deleted)",
+            pod_ref(m)
         )),
         Some(p) if p.node.as_deref() != Some(m.source_node.as_str()) => Some(format!(
             "stale: pod {} is now {}, not on node {} where it was proposed",
@@ -268,39 +284,159 @@ pub async fn release(deps: &Deps, m: &PodMigrationRecord) {
     if m.reservation_released {
         return;
     }
+    let failures = &deps.executor.inner.release_failures;
     match deps.backend.release(&m.cluster, &name).await {
         Ok(()) => {
+            let failed = failures
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&m.id)
+                .unwrap_or(0);
             if let Err(e) = deps.store.mark_reservation_released(m.id).await {
                 tracing::error!(pod_migration = m.id, error = %e, "could not record a released reservation; retrying");
             } else {
-                tracing::info!(pod_migration = m.id, reservation = %name, "reservation released");
+                tracing::info!(
+                    pod_migration = m.id, reservation = %name, kind = reservation_kind(m),
+                    failed_attempts = failed, "reservation released"
+                );
             }
         }
         Err(e) => {
-            tracing::warn!(pod_migration = m.id, reservation = %name, error = %e, "releasing the reservation failed; retrying on the next pass")
+            let failed = {
+                let mut failures = failures.lock().unwrap_or_else(|p| p.into_inner());
+                let n = failures.entry(m.id).or_default();
+                *n += 1;
+                *n
+            };
+            if failed == 1 {
+                tracing::warn!(
+                    pod_migration = m.id, reservation = %name, kind = reservation_kind(m),
+                    error = %e, "releasing the reservation failed; retrying on every pass"
+                );
+            } else {
+                tracing::debug!(
+                    pod_migration = m.id, reservation = %name, failures = failed, error = %e,
+                    "releasing the reservation failed again"
+                );
+            }
         }
     }
 }
 
-/// Drive one running pod migration as far as it goes now.
+/// A pod migration whose step keeps failing with a transient backend error.
+#[derive(Clone, Copy, Debug)]
+pub struct Retry {
+    /// Failures in a row.
+    failures: u32,
+    /// Not before (ms since the epoch).
+    next_at: i64,
+}
+
+/// The first retry waits this long; each further failure doubles it, up to [`RETRY_MAX_MS`].
+const RETRY_FIRST_MS: i64 = 500;
+const RETRY_MAX_MS: i64 = 30_000;
+
+impl Retry {
+    fn after(previous: Option<Retry>, now: i64) -> Retry {
+        let failures = previous.map_or(1, |r| r.failures.saturating_add(1));
+        let delay = RETRY_FIRST_MS
+            .saturating_mul(1_i64 << (failures - 1).min(16))
+            .min(RETRY_MAX_MS);
+        Retry {
+            failures,
+            next_at: now + delay,
+        }
+    }
+}
+
+/// Drive one running pod migration as far as it goes now. A transient backend failure is
+/// retried with backoff (0.5 s doubling to 30 s; the first failure is a WARN, the rest are
+/// counted); a permanent one (forbidden, invalid) fails the pod migration at once, naming the
+/// call that failed.
 pub async fn drive(deps: &Deps, id: i64) -> Result<(), StoreError> {
+    let retries = &deps.executor.inner.retries;
+    let backoff = retries
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&id)
+        .copied();
+    if backoff.is_some_and(|r| now_ms() < r.next_at) {
+        return Ok(());
+    }
     for _ in 0..MAX_STEPS_PER_PASS {
         let _step = deps.executor.inner.step_lock.lock().await;
         let m = deps.store.get_pod_migration(id).await?;
         if m.phase != MigrationPhase::Running {
+            retries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
             return Ok(());
         }
         let outcome = match step(deps, &m).await {
-            Ok(outcome) => outcome,
+            Ok(outcome) => {
+                let recovered = retries
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&id);
+                if let Some(r) = recovered {
+                    tracing::info!(
+                        pod_migration = id, step = %m.step, failures = r.failures,
+                        "backend calls succeed again"
+                    );
+                }
+                outcome
+            }
             Err(StepError::Store(e)) => return Err(e),
+            Err(StepError::Backend(e)) if !e.is_transient() => {
+                retries
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&id);
+                let reason = match e {
+                    BackendError::Forbidden(_) => "Forbidden",
+                    _ => "BackendRefused",
+                };
+                let message = format!(
+                    "{} at step {}: {e}{}",
+                    if reason == "Forbidden" {
+                        "the cluster refused a call"
+                    } else {
+                        "a backend call failed for good"
+                    },
+                    m.step,
+                    if m.evicted_at.is_some() || m.step == "Evicting" {
+                        "; the pod may have been evicted"
+                    } else {
+                        "; the pod was not evicted"
+                    }
+                );
+                fail(deps, &m, reason, &message).await?;
+                Outcome::Stopped
+            }
             Err(StepError::Backend(e)) => {
-                // Transient or not, the step is retried on the next pass (and the TTL bounds it).
-                tracing::warn!(pod_migration = id, step = %m.step, error = %e, "backend call failed; retrying");
+                let retry = {
+                    let mut retries = retries.lock().unwrap_or_else(|p| p.into_inner());
+                    let retry = Retry::after(retries.get(&id).copied(), now_ms());
+                    retries.insert(id, retry);
+                    retry
+                };
+                if retry.failures == 1 {
+                    tracing::warn!(
+                        pod_migration = id, step = %m.step, error = %e,
+                        "backend call failed; retrying with backoff"
+                    );
+                } else {
+                    tracing::debug!(
+                        pod_migration = id, step = %m.step, failures = retry.failures, error = %e,
+                        "backend call failed again"
+                    );
+                }
                 wait(
                     deps,
                     &m,
                     "BackendError",
-                    &format!("waiting: the backend failed ({e}); retrying"),
+                    &format!("waiting: the backend failed ({e}); retrying with backoff"),
                     true,
                 )
                 .await?;
@@ -335,6 +471,7 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
     let now = now_ms();
     let backend = &deps.backend;
     let cluster = m.cluster.as_str();
+    let kind = reservation_kind(m);
 
     // TTL, counted from admission.
     if m.ttl_ms > 0
@@ -369,19 +506,22 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
             match mode(m) {
                 MigrationMode::ReservationFirst => {
                     let name = reservation_name(m);
+                    let kind = backend.reservation_kind(cluster, &m.pod_uid).await?;
+                    let kind = kind.as_str();
                     let applied = apply(
                         deps,
                         m,
                         MigrationChange {
                             step: Some("Reserving".into()),
                             reason: Some("CreatingReservation".into()),
-                            message: Some(format!("creating reservation {name}")),
+                            message: Some(format!("creating {kind} {name}")),
                             reservation: Some(name.clone()),
+                            reservation_kind: Some(kind.to_owned()),
                             events: vec![NewEvent::normal(
                                 "CreatingReservation",
                                 format!(
-                                    "creating Reservation {name} for a replacement of pod {} \
-                                     away from node {}",
+                                    "creating {kind} {name} for a replacement of pod {} away \
+                                     from node {}",
                                     pod_ref(m),
                                     m.source_node
                                 ),
@@ -404,16 +544,17 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                 exclude_nodes: vec![m.source_node.clone()],
             };
             match backend.reserve(cluster, &request).await {
-                Ok(_) => {}
+                Ok(_) => deps.executor.fault("ReserveCalled"),
                 // Refused for good (admission, a name taken by another pod's reservation):
                 // better than Koordinator's retry until the TTL, fail now, nothing evicted.
-                Err(BackendError::Invalid(why)) => {
+                Err(e) if !e.is_transient() => {
+                    let why = e.to_string();
                     fail(
                         deps,
                         m,
                         "FailedCreateReservation",
                         &format!(
-                            "could not create Reservation {name}: {why}; pod {} was not evicted",
+                            "could not create {kind} {name}: {why}; pod {} was not evicted",
                             pod_ref(m)
                         ),
                     )
@@ -430,10 +571,10 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                     step: Some("ReservationCreated".into()),
                     status: Some("ReservationCreated".into()),
                     reason: Some("ReservationCreated".into()),
-                    message: Some(format!("created Reservation {name}")),
+                    message: Some(format!("created {kind} {name}")),
                     events: vec![NewEvent::normal(
                         "ReservationCreated",
-                        format!("Successfully created Reservation {name}"),
+                        format!("Successfully created {kind} {name}"),
                     )],
                     ..MigrationChange::default()
                 },
@@ -449,9 +590,7 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                         deps,
                         m,
                         "MissingReservation",
-                        &format!(
-                            "Reservation {name} is missing or was released before the eviction"
-                        ),
+                        &format!("{kind} {name} is missing or was released before the eviction"),
                     )
                     .await?;
                     Ok(Outcome::Stopped)
@@ -461,7 +600,7 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                         deps,
                         m,
                         "WaitForReservationScheduled",
-                        &format!("waiting: Reservation {name} is not scheduled yet"),
+                        &format!("waiting: {kind} {name} is not scheduled yet"),
                         false,
                     )
                     .await?;
@@ -474,7 +613,7 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                         m,
                         "Unschedulable",
                         &format!(
-                            "Reservation {name} is unschedulable: {reason}; pod {} was not evicted",
+                            "{kind} {name} is unschedulable: {reason}; pod {} was not evicted",
                             pod_ref(m)
                         ),
                     )
@@ -487,7 +626,7 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                         m,
                         "ForbiddenMigratePod",
                         &format!(
-                            "Reservation {name} is already bound by another pod ({pod_uid}); \
+                            "{kind} {name} is already bound by another pod ({pod_uid}); \
                              pod {} was not evicted",
                             pod_ref(m)
                         ),
@@ -501,7 +640,7 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                         m,
                         "ForbiddenMigratePod",
                         &format!(
-                            "the scheduler assigned Reservation {name} to node {node}, the same \
+                            "the scheduler assigned {kind} {name} to node {node}, the same \
                              node as pod {}",
                             pod_ref(m)
                         ),
@@ -517,11 +656,11 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                             step: Some("ReservationScheduled".into()),
                             status: Some("ReservationScheduled".into()),
                             reason: Some("ReservationScheduled".into()),
-                            message: Some(format!("Assigned Reservation {name} to node {node}")),
+                            message: Some(format!("Assigned {kind} {name} to node {node}")),
                             target_node: Some(node.clone()),
                             events: vec![NewEvent::normal(
                                 "ReservationScheduled",
-                                format!("Assigned Reservation {name} to node {node}"),
+                                format!("Assigned {kind} {name} to node {node}"),
                             )],
                             ..MigrationChange::default()
                         },
@@ -538,129 +677,7 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
             start_eviction(deps, m).await
         }
         "Evicting" => finish_eviction(deps, m).await,
-        "Evicted" => {
-            let name = m.reservation.clone().unwrap_or_else(|| reservation_name(m));
-            if let Some(ReservationState::Bound { node, pod_uid }) =
-                backend.reservation(cluster, &name).await?
-            {
-                let pod = backend.pod(cluster, &pod_uid).await?;
-                let pod_name = pod.as_ref().map_or_else(
-                    || pod_uid.clone(),
-                    |p| format!("{}/{}", p.namespace, p.name),
-                );
-                let applied = apply(
-                    deps,
-                    m,
-                    MigrationChange {
-                        step: Some("PodBoundReservation".into()),
-                        status: Some("PodBoundReservation".into()),
-                        reason: Some("PodBoundReservation".into()),
-                        message: Some(format!(
-                            "Pod {pod_name} bound Reservation {name} on node {node}"
-                        )),
-                        new_pod_uid: Some(pod_uid.clone()),
-                        new_pod_name: pod.as_ref().map(|p| p.name.clone()),
-                        new_pod_node: Some(node.clone()),
-                        events: vec![NewEvent::normal(
-                            "PodBoundReservation",
-                            format!("Pod {pod_name} bound Reservation {name} on node {node}"),
-                        )],
-                        ..MigrationChange::default()
-                    },
-                )
-                .await?;
-                return Ok(progressed(applied));
-            }
-            let evicted = EvictedPod {
-                uid: m.pod_uid.clone(),
-                namespace: m.pod_namespace.clone(),
-                owner_uid: m.workload.clone(),
-                evicted_at_ms: m.eviction_requested_at.or(m.evicted_at),
-            };
-            match backend.replacement_of(cluster, &evicted).await? {
-                Some(p) if p.node.as_deref() == Some(m.source_node.as_str()) => {
-                    // The room freed by the eviction went to the replacement: nothing moved.
-                    let message = format!(
-                        "replacement pod {}/{} landed back on node {} (the node it was evicted \
-                         from) instead of Reservation {name}; the pod did not move",
-                        p.namespace, p.name, m.source_node
-                    );
-                    let mut change = finished(
-                        MigrationPhase::Failed,
-                        "ReplacementOnSourceNode",
-                        &message,
-                        DecisionStatus::Failed,
-                        EXECUTOR_ACTOR,
-                        None,
-                    );
-                    change.new_pod_uid = Some(p.uid.clone());
-                    change.new_pod_name = Some(p.name.clone());
-                    change.new_pod_node = p.node.clone();
-                    if apply(deps, m, change).await? {
-                        deps.metrics
-                            .pod_migration_finished("Failed", "ReplacementOnSourceNode");
-                        release(deps, m).await;
-                    }
-                    Ok(Outcome::Stopped)
-                }
-                Some(p) if p.node.is_some() && p.reservation.as_deref() != Some(name.as_str()) => {
-                    // Better than Koordinator: the workload recovered, just elsewhere.
-                    let node = p.node.clone().unwrap_or_default();
-                    let message = format!(
-                        "replacement pod {}/{} landed on node {node} instead of Reservation \
-                         {name}{}; the reservation is released",
-                        p.namespace,
-                        p.name,
-                        m.target_node
-                            .as_ref()
-                            .map_or(String::new(), |t| format!(" on node {t}"))
-                    );
-                    let mut change = finished(
-                        MigrationPhase::Succeeded,
-                        "ReplacementElsewhere",
-                        &message,
-                        DecisionStatus::Succeeded,
-                        EXECUTOR_ACTOR,
-                        None,
-                    );
-                    change.status = Some("Complete".into());
-                    change.new_pod_uid = Some(p.uid.clone());
-                    change.new_pod_name = Some(p.name.clone());
-                    change.new_pod_node = Some(node);
-                    if apply(deps, m, change).await? {
-                        deps.metrics
-                            .pod_migration_finished("Succeeded", "ReplacementElsewhere");
-                        release(deps, m).await;
-                    }
-                    Ok(Outcome::Stopped)
-                }
-                Some(p) => {
-                    wait(
-                        deps,
-                        m,
-                        "WaitForPodBindReservation",
-                        &format!(
-                            "waiting: replacement pod {}/{} is not scheduled yet",
-                            p.namespace, p.name
-                        ),
-                        false,
-                    )
-                    .await?;
-                    Ok(Outcome::Waiting)
-                }
-                None => {
-                    wait(
-                        deps,
-                        m,
-                        "WaitForPodBindReservation",
-                        &format!("waiting for a replacement pod to bind Reservation {name}"),
-                        false,
-                    )
-                    .await?;
-                    Ok(Outcome::Waiting)
-                }
-            }
-        }
+        "Evicted" => settle_replacement(deps, m).await,
         "PodBoundReservation" => {
             let uid = m.new_pod_uid.clone().unwrap_or_default();
             let pod = backend.pod(cluster, &uid).await?;
@@ -707,7 +724,7 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
         "BoundPodReady" => {
             let name = m.reservation.clone().unwrap_or_else(|| reservation_name(m));
             let message = format!(
-                "Bind Pod {}/{} in Reservation {name} on node {}",
+                "Bind Pod {}/{} in {kind} {name} on node {}",
                 m.pod_namespace,
                 m.new_pod_name.clone().unwrap_or_default(),
                 m.new_pod_node.clone().unwrap_or_default()
@@ -844,43 +861,44 @@ async fn start_eviction(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, 
 }
 
 /// At `Evicting`: the eviction may already have happened (a restart between the call and its
-/// record). Evict only if the pod with that uid still exists; the backend's evict is idempotent
-/// on top of that.
+/// record). The backend evicts at most once: a pod that is gone, has another uid or is already
+/// terminating is not evicted again. Either way the cluster is told once (`record_eviction`
+/// is idempotent per pod), also when the crash came between the eviction and that record.
 async fn finish_eviction(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError> {
     let backend = &deps.backend;
-    let exists = backend.pod(&m.cluster, &m.pod_uid).await?.is_some();
-    let (evicted_now, result) = if exists {
-        let request = EvictionRequest {
-            uid: m.pod_uid.clone(),
-            namespace: m.pod_namespace.clone(),
-            name: m.pod_name.clone(),
-            grace_period_seconds: m.grace_period_seconds,
-            reason: m.decision_reason.clone(),
-            trigger: m.plugin.clone(),
-        };
-        let result = backend.evict(&m.cluster, &request).await?;
-        if result == EvictionResult::Evicted {
-            deps.executor.fault("EvictCalled");
-        }
-        (true, result)
-    } else {
-        (false, EvictionResult::NotFound)
+    let request = EvictionRequest {
+        uid: m.pod_uid.clone(),
+        namespace: m.pod_namespace.clone(),
+        name: m.pod_name.clone(),
+        grace_period_seconds: m.grace_period_seconds,
+        reason: m.decision_reason.clone(),
+        trigger: m.plugin.clone(),
     };
+    let result = backend.evict(&m.cluster, &request).await?;
+    if result == EvictionResult::Evicted {
+        deps.metrics
+            .pod_evicted(eviction(m, EvictionOutcome::Success));
+        record_limiters(deps, m);
+        deps.executor.fault("EvictCalled");
+    }
     match result {
-        EvictionResult::Evicted | EvictionResult::NotFound => {
-            if evicted_now && result == EvictionResult::Evicted {
-                deps.metrics
-                    .pod_evicted(eviction(m, EvictionOutcome::Success));
-                record_limiters(deps, m);
-            }
-            let message = if result == EvictionResult::Evicted {
-                format!("Pod {} evicted from node {}", pod_ref(m), m.source_node)
-            } else {
-                format!(
+        EvictionResult::Evicted | EvictionResult::AlreadyTerminating | EvictionResult::NotFound => {
+            backend.record_eviction(&m.cluster, &request).await?;
+            let message = match result {
+                EvictionResult::Evicted => {
+                    format!("Pod {} evicted from node {}", pod_ref(m), m.source_node)
+                }
+                EvictionResult::AlreadyTerminating => format!(
+                    "Pod {} is already terminating on node {} (the eviction was requested \
+                     before); it is not evicted again",
+                    pod_ref(m),
+                    m.source_node
+                ),
+                _ => format!(
                     "Pod {} is gone from node {} (the eviction was requested before)",
                     pod_ref(m),
                     m.source_node
-                )
+                ),
             };
             let now = now_ms();
             let change = match mode(m) {
@@ -962,6 +980,219 @@ async fn finish_eviction(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome,
             .await?;
             Ok(Outcome::Stopped)
         }
+    }
+}
+
+/// What [`choose_replacement`] decided.
+#[derive(Debug, PartialEq)]
+enum Choice {
+    /// This pod is the replacement: claim it.
+    Take(PodState),
+    /// None yet; the pod named (if any) is a candidate that is not scheduled yet.
+    Wait(Option<PodState>),
+}
+
+/// Which candidate replaces the evicted pod of pod migration `id` (the rule documented in
+/// docs/operations.md, "Which pod is the replacement"). `candidates` come best first from the
+/// backend; `claims` says which of them other pod migrations took; `others_targets` are the
+/// reserved nodes of the workload's other pod migrations that evicted and still look for their
+/// replacement.
+/// 1. a candidate this pod migration claimed before (a restart) is kept;
+/// 2. candidates another pod migration claimed, or bound into another reservation, are out;
+/// 3. of the scheduled ones, the first on this pod migration's reserved node;
+/// 4. else the first that is not on a node another pod migration reserved;
+/// 5. else none yet (wait).
+fn choose_replacement(
+    id: i64,
+    target: Option<&str>,
+    reservation: &str,
+    candidates: &[PodState],
+    claims: &HashMap<String, i64>,
+    others_targets: &BTreeSet<String>,
+) -> Choice {
+    if let Some(mine) = candidates.iter().find(|p| claims.get(&p.uid) == Some(&id)) {
+        return Choice::Take(mine.clone());
+    }
+    let free: Vec<&PodState> = candidates
+        .iter()
+        .filter(|p| !p.terminating)
+        .filter(|p| claims.get(&p.uid).is_none_or(|by| *by == id))
+        .filter(|p| p.reservation.as_deref().is_none_or(|r| r == reservation))
+        .collect();
+    let scheduled = || free.iter().filter(|p| p.node.is_some());
+    if let Some(p) = scheduled().find(|p| target.is_some() && p.node.as_deref() == target) {
+        return Choice::Take((*p).clone());
+    }
+    if let Some(p) = scheduled().find(|p| !others_targets.contains(p.node.as_deref().unwrap_or("")))
+    {
+        return Choice::Take((*p).clone());
+    }
+    Choice::Wait(free.iter().find(|p| p.node.is_none()).map(|p| (*p).clone()))
+}
+
+/// Apply a change that names a replacement; `None` when another pod migration claimed that pod
+/// first (this one looks again on its next pass).
+async fn apply_claim(
+    deps: &Deps,
+    m: &PodMigrationRecord,
+    change: MigrationChange,
+) -> Result<Option<bool>, StoreError> {
+    match apply(deps, m, change).await {
+        Ok(applied) => Ok(Some(applied)),
+        Err(StoreError::ReplacementClaimed { pod_uid, by }) => {
+            tracing::info!(
+                pod_migration = m.id, pod_uid = %pod_uid, by,
+                "the replacement was claimed by another pod migration first; looking again"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// At `Evicted`: find this pod migration's replacement, claim it, and go on by where it
+/// landed: on the reserved node → `PodBoundReservation` (the reservation is held until the
+/// replacement is Ready); on the source node → failed, nothing moved; elsewhere → succeeded,
+/// the reservation released.
+async fn settle_replacement(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError> {
+    let backend = &deps.backend;
+    let cluster = m.cluster.as_str();
+    let name = m.reservation.clone().unwrap_or_else(|| reservation_name(m));
+    let kind = reservation_kind(m);
+    let evicted = EvictedPod {
+        uid: m.pod_uid.clone(),
+        namespace: m.pod_namespace.clone(),
+        owner_uid: m.workload.clone(),
+        evicted_at_ms: m.eviction_requested_at.or(m.evicted_at),
+        reservation: Some(name.clone()),
+    };
+    // A Koordinator Reservation bound by a pod names the replacement exactly.
+    let bound = match backend.reservation(cluster, &name).await? {
+        Some(ReservationState::Bound { node, pod_uid }) => Some((node, pod_uid)),
+        _ => None,
+    };
+    let choice = match bound {
+        Some((node, pod_uid)) => {
+            let mut pod = backend.pod(cluster, &pod_uid).await?.unwrap_or(PodState {
+                uid: pod_uid.clone(),
+                namespace: m.pod_namespace.clone(),
+                name: pod_uid.clone(),
+                node: None,
+                phase: "Unknown".into(),
+                ready: false,
+                owner: None,
+                reservation: Some(name.clone()),
+                terminating: false,
+            });
+            pod.node = Some(node);
+            Choice::Take(pod)
+        }
+        None => {
+            let candidates = backend.replacements_of(cluster, &evicted).await?;
+            let uids: Vec<String> = candidates.iter().map(|p| p.uid.clone()).collect();
+            let claims = deps.store.replacement_claims(cluster, &uids).await?;
+            let others_targets: BTreeSet<String> = match &m.workload {
+                Some(workload) => deps
+                    .store
+                    .active_pod_migrations()
+                    .await?
+                    .into_iter()
+                    .filter(|o| {
+                        o.id != m.id
+                            && o.cluster == m.cluster
+                            && o.workload.as_ref() == Some(workload)
+                            && o.eviction_requested_at.is_some()
+                            && o.new_pod_uid.is_none()
+                    })
+                    .filter_map(|o| o.target_node)
+                    .collect(),
+                None => BTreeSet::new(),
+            };
+            choose_replacement(
+                m.id,
+                m.target_node.as_deref(),
+                &name,
+                &candidates,
+                &claims,
+                &others_targets,
+            )
+        }
+    };
+    let p = match choice {
+        Choice::Take(p) => p,
+        Choice::Wait(pending) => {
+            let message = match pending {
+                Some(p) => format!(
+                    "waiting: replacement pod {}/{} is not scheduled yet",
+                    p.namespace, p.name
+                ),
+                None => format!("waiting for a replacement pod to land on {kind} {name}"),
+            };
+            wait(deps, m, "WaitForPodBindReservation", &message, false).await?;
+            return Ok(Outcome::Waiting);
+        }
+    };
+    let node = p.node.clone().unwrap_or_default();
+    let pod_name = format!("{}/{}", p.namespace, p.name);
+    if m.target_node.as_deref() == Some(node.as_str()) {
+        let message = format!("Pod {pod_name} bound {kind} {name} on node {node}");
+        let change = MigrationChange {
+            step: Some("PodBoundReservation".into()),
+            status: Some("PodBoundReservation".into()),
+            reason: Some("PodBoundReservation".into()),
+            message: Some(message.clone()),
+            new_pod_uid: Some(p.uid.clone()),
+            new_pod_name: Some(p.name.clone()),
+            new_pod_node: Some(node.clone()),
+            events: vec![NewEvent::normal("PodBoundReservation", message)],
+            ..MigrationChange::default()
+        };
+        return Ok(match apply_claim(deps, m, change).await? {
+            Some(applied) => progressed(applied),
+            None => Outcome::Waiting,
+        });
+    }
+    let (phase, reason, message, status) = if node == m.source_node {
+        // The room freed by the eviction went to the replacement: nothing moved.
+        (
+            MigrationPhase::Failed,
+            "ReplacementOnSourceNode",
+            format!(
+                "replacement pod {pod_name} landed back on node {node} (the node it was evicted \
+                 from) instead of {kind} {name}; the pod did not move"
+            ),
+            DecisionStatus::Failed,
+        )
+    } else {
+        // Better than Koordinator: the workload recovered, just elsewhere.
+        (
+            MigrationPhase::Succeeded,
+            "ReplacementElsewhere",
+            format!(
+                "replacement pod {pod_name} landed on node {node} instead of {kind} {name}{}; \
+                 the {kind} is released",
+                m.target_node
+                    .as_ref()
+                    .map_or(String::new(), |t| format!(" on node {t}"))
+            ),
+            DecisionStatus::Succeeded,
+        )
+    };
+    let mut change = finished(phase, reason, &message, status, EXECUTOR_ACTOR, None);
+    if phase == MigrationPhase::Succeeded {
+        change.status = Some("Complete".into());
+    }
+    change.new_pod_uid = Some(p.uid.clone());
+    change.new_pod_name = Some(p.name.clone());
+    change.new_pod_node = Some(node);
+    match apply_claim(deps, m, change).await? {
+        Some(true) => {
+            deps.metrics.pod_migration_finished(phase.as_str(), reason);
+            release(deps, m).await;
+            Ok(Outcome::Stopped)
+        }
+        Some(false) => Ok(Outcome::Stopped),
+        None => Ok(Outcome::Waiting),
     }
 }
 

@@ -97,6 +97,11 @@ struct Inner {
     workload_index: StdMutex<HashMap<String, (u64, WorkloadIndex)>>,
     /// When proposals were last swept for expiry.
     last_sweep: StdMutex<i64>,
+    /// Pod migrations whose last step failed with a transient backend error: when to try
+    /// again, and how many failures in a row (backoff and log throttling).
+    retries: StdMutex<HashMap<i64, machine::Retry>>,
+    /// Failed releases in a row, per pod migration (the first is a WARN, the rest counted).
+    release_failures: StdMutex<HashMap<i64, u32>>,
 }
 
 impl Default for Executor {
@@ -152,6 +157,8 @@ impl Executor {
                 pod_index: StdMutex::new(HashMap::new()),
                 workload_index: StdMutex::new(HashMap::new()),
                 last_sweep: StdMutex::new(0),
+                retries: StdMutex::new(HashMap::new()),
+                release_failures: StdMutex::new(HashMap::new()),
             }),
         }
     }

@@ -102,6 +102,7 @@ fn pod_state(uid: &str, node: Option<&str>, ready: bool, reservation: Option<&st
         ready,
         owner: None,
         reservation: reservation.map(String::from),
+        terminating: false,
     }
 }
 
@@ -234,16 +235,18 @@ impl Backend for Fake {
         Ok(EvictionResult::Evicted)
     }
 
-    async fn replacement_of(
+    async fn replacements_of(
         &self,
         _: &str,
         evicted: &EvictedPod,
-    ) -> Result<Option<PodState>, BackendError> {
+    ) -> Result<Vec<PodState>, BackendError> {
         let evicted_uid = evicted.uid.as_str();
         let s = self.0.lock().unwrap();
         Ok(s.replacement
             .get(evicted_uid)
-            .and_then(|new| s.pods.get(new).cloned()))
+            .and_then(|new| s.pods.get(new).cloned())
+            .into_iter()
+            .collect())
     }
 }
 

@@ -45,6 +45,10 @@ pub struct PodMigrationView {
     pub target_node: Option<String>,
     /// The reservation's name, once created.
     pub reservation: Option<String>,
+    /// What the reservation is: `Reservation` (Koordinator's, or the simulated backend's) or
+    /// `placeholder pod`; null until one is made.
+    #[schema(example = "placeholder pod")]
+    pub reservation_kind: Option<String>,
     /// Whether the reservation has been released (abort, failure, replacement elsewhere).
     pub reservation_released: bool,
     /// The replacement pod, once known.
@@ -123,6 +127,7 @@ fn view(m: PodMigrationRecord) -> PodMigrationView {
         source_node: m.source_node,
         target_node: m.target_node,
         reservation: m.reservation,
+        reservation_kind: m.reservation_kind,
         reservation_released: m.reservation_released,
         new_pod: m.new_pod_uid.map(|uid| NewPodView {
             uid,

@@ -32,6 +32,7 @@ fn gone(uid: &str) -> EvictedPod {
         namespace: String::new(),
         owner_uid: None,
         evicted_at_ms: None,
+        reservation: None,
     }
 }
 
@@ -119,7 +120,13 @@ async fn migrating_demo_proposals_moves_node_utilization() {
             backend.evict("demo", &ev(uid)).await.unwrap(),
             EvictionResult::Evicted
         );
-        let Some(new) = backend.replacement_of("demo", &gone(uid)).await.unwrap() else {
+        let Some(new) = backend
+            .replacements_of("demo", &gone(uid))
+            .await
+            .unwrap()
+            .into_iter()
+            .next()
+        else {
             // A bare pod: evicted, not recreated; its reservation stays unused.
             backend.release("demo", &name).await.unwrap();
             continue;

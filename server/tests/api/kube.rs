@@ -1,18 +1,32 @@
 //! The Kubernetes backend end to end: the real server (and, for crashes, the real binary)
-//! managing a cluster served by the in-process fake API server, through kube-rs's real client.
-//! A small "control plane" task in the test plays koord-scheduler (places Reservations), the
-//! default scheduler (binds placeholder pods) and the ReplicaSet controller (replaces evicted
-//! pods, binding them into a Reservation when one waits for them).
+//! managing a cluster served by the in-process fake API server, through kube-rs's real client,
+//! **as the ServiceAccount of `deploy/`**: the fake enforces `deploy/rbac.yaml`, so a request
+//! the manifests do not grant is answered 403 there as on a real API server, and every test
+//! fails if one was (the crash and resume paths included).
+//!
+//! A small "control plane" task in the test plays what a real cluster runs: koord-scheduler
+//! (places Reservations on the least loaded node they allow), the default scheduler (binds
+//! placeholder pods the same way, and binds each new replica into a Reservation waiting for its
+//! controller, else onto a placeholder's node — the newest placeholder first, so replacements
+//! land in another order than the evictions), the ReplicaSet controller (keeps `replicas`
+//! pods that are not terminating: an evicted pod still terminating is already replaced) and
+//! readiness (a new replica turns Ready a moment after it is bound, unless the test holds it).
+//! The fake's kubelet stand-in ends terminating pods (graceful deletion).
 //!
 //! Covered: sync, pushes refused, connection loss in `/readyz`; ReservationFirst through
-//! Koordinator Reservations and through placeholder pods; two servers and one Lease; a crash at
-//! every pod-migration step; and the RBAC in `deploy/rbac.yaml` is exactly what was used.
+//! Koordinator Reservations and through placeholder pods; the placeholder held until the
+//! replacement is Ready while the evicted pod terminates; five moves of one ReplicaSet at once,
+//! each with a replacement of its own; the Eviction API's 429; a call the RBAC refuses failing
+//! the pod migration at once; two servers and one Lease; a crash at every pod-migration step
+//! with exactly one eviction and one Event per pod; and the RBAC in `deploy/rbac.yaml` is
+//! exactly what was used.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rebalancer_kube_fake::{Access, FakeApiServer, OptionalGroup};
+use rebalancer_kube_fake::{Access, FakeApiServer, Kubelet, OptionalGroup};
 use rebalancer_server::config::{KubeCluster, Settings};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -21,14 +35,69 @@ use crate::support::{TestServer, node, pod};
 
 const EAST: &str = "east";
 const RESERVATION: &str = "scheduling.koordinator.sh/v1alpha1";
-const NODES: [&str; 3] = ["n1", "n2", "n3"];
 const OWNER_UID: &str = "uid-ReplicaSet-web";
+/// The ServiceAccount the server runs as in the fake cluster, and its token.
+pub const SERVICE_ACCOUNT: (&str, &str) = ("rebalancer", "rebalancer");
+const SA_TOKEN: &str = "rebalancer-sa-token";
+
+/// What a fake cluster starts with.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    /// Optional API groups served.
+    pub groups: Vec<OptionalGroup>,
+    /// Nodes `n1`…`nN`.
+    pub nodes: usize,
+    /// Replicas of ReplicaSet `web`, all on `n1` at first (`web-1`…).
+    pub replicas: usize,
+    /// The RBAC the ServiceAccount gets (default: `deploy/rbac.yaml` as it is).
+    pub rbac: String,
+    /// How the fake's kubelet ends terminating pods.
+    pub kubelet: Kubelet,
+}
+
+impl Spec {
+    pub fn new(groups: &[OptionalGroup]) -> Spec {
+        Spec {
+            groups: groups.to_vec(),
+            nodes: 3,
+            replicas: 2,
+            rbac: deploy_rbac(),
+            kubelet: Kubelet::After(Duration::from_millis(300)),
+        }
+    }
+}
+
+/// `deploy/rbac.yaml`.
+pub fn deploy_rbac() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml");
+    std::fs::read_to_string(path).expect("deploy/rbac.yaml")
+}
+
+/// The simulated control plane's state, shared with the test.
+#[derive(Default)]
+pub struct Plane {
+    reservations: bool,
+    nodes: Vec<String>,
+    replicas: usize,
+    created: u32,
+    /// New replicas bound by the plane, and when (they turn Ready `ready_after` later).
+    bound: HashMap<String, Instant>,
+    ready_after: Duration,
+    /// Keep new replicas unready until the test lets them go.
+    pub hold_ready: bool,
+    /// Placeholder pods a replica was already scheduled onto.
+    used_placeholders: HashSet<String>,
+}
 
 /// A fake cluster with its control plane running.
 pub struct Cluster {
     pub fake: FakeApiServer,
+    /// The ServiceAccount's kubeconfig (what the server uses).
     pub kubeconfig: PathBuf,
+    pub plane: Arc<Mutex<Plane>>,
     reservations: bool,
+    /// Requests the RBAC is expected to refuse (a test about refusals).
+    pub expect_denied: bool,
     control: tokio::task::JoinHandle<()>,
     _dir: tempfile::TempDir,
 }
@@ -40,40 +109,67 @@ impl Drop for Cluster {
             return;
         }
         // Sufficient: nothing the backend did in any test needs more than deploy/ grants.
-        let granted = granted();
-        for a in self.fake.accesses() {
-            let key = (a.verb, a.group, a.resource, a.subresource);
+        if !self.expect_denied {
+            let denied = self.fake.denied();
             assert!(
-                granted.contains(&key),
-                "deploy/rbac.yaml does not grant {key:?}, which the backend used"
+                denied.is_empty(),
+                "the fake API server refused requests deploy/rbac.yaml does not grant: {denied:?}"
             );
+            let granted = granted();
+            for a in self.fake.accesses() {
+                let key = (a.verb, a.group, a.resource, a.subresource);
+                assert!(
+                    granted.contains(&key),
+                    "deploy/rbac.yaml does not grant {key:?}, which the backend used"
+                );
+            }
         }
     }
 }
 
 /// `shop/web-1` and `shop/web-2` (ReplicaSet `web`, 2 replicas) on n1, n2 and n3 empty.
 pub async fn cluster(groups: &[OptionalGroup]) -> Cluster {
-    let fake = FakeApiServer::start_with(groups).await;
+    cluster_with(Spec::new(groups)).await
+}
+
+pub async fn cluster_with(spec: Spec) -> Cluster {
+    let fake = FakeApiServer::start_with(&spec.groups).await;
+    fake.set_kubelet(spec.kubelet);
     fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}));
     fake.apply(
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rebalancer"}}),
     );
-    for n in NODES {
+    fake.apply(json!({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "rebalancer-placeholder"},
+        "value": -100, "preemptionPolicy": "Never", "globalDefault": false
+    }));
+    let nodes: Vec<String> = (1..=spec.nodes).map(|i| format!("n{i}")).collect();
+    for n in &nodes {
         fake.apply(node(n).build());
     }
-    for name in ["web-1", "web-2"] {
-        fake.apply(web_pod(name, "n1"));
+    for i in 1..=spec.replicas {
+        fake.apply(web_pod(&format!("web-{i}"), "n1"));
     }
+    fake.add_service_account(SERVICE_ACCOUNT.0, SERVICE_ACCOUNT.1, SA_TOKEN, &spec.rbac)
+        .expect("the RBAC manifest loads");
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, fake.kubeconfig(EAST)).unwrap();
-    let reservations = groups.contains(&OptionalGroup::Reservation);
+    std::fs::write(&kubeconfig, fake.kubeconfig_with_token(EAST, SA_TOKEN)).unwrap();
+    let reservations = spec.groups.contains(&OptionalGroup::Reservation);
+    let plane = Arc::new(Mutex::new(Plane {
+        reservations,
+        nodes,
+        replicas: spec.replicas,
+        ready_after: Duration::from_millis(200),
+        ..Plane::default()
+    }));
     let control = {
         let fake = fake.clone();
+        let plane = plane.clone();
         tokio::spawn(async move {
-            let mut replacements = 0;
             loop {
-                control_plane(&fake, reservations, &mut replacements);
+                control_plane(&fake, &plane);
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         })
@@ -81,7 +177,9 @@ pub async fn cluster(groups: &[OptionalGroup]) -> Cluster {
     Cluster {
         fake,
         kubeconfig,
+        plane,
         reservations,
+        expect_denied: false,
         control,
         _dir: dir,
     }
@@ -113,29 +211,64 @@ fn excluded(spec: &Value) -> Vec<String> {
         .collect()
 }
 
-fn first_node_but(excluded: &[String]) -> &'static str {
-    NODES
-        .into_iter()
-        .rev()
-        .find(|n| !excluded.iter().any(|e| e == n))
-        .unwrap_or("n3")
-}
-
 fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap()
 }
 
-/// One pass of the simulated control plane.
-fn control_plane(fake: &FakeApiServer, reservations: bool, replacements: &mut u32) {
-    // koord-scheduler: place new Reservations.
+fn terminating(p: &Value) -> bool {
+    p["metadata"]["deletionTimestamp"].is_string()
+}
+
+/// The node with the fewest pods and Reservations (then the highest-numbered), of those not
+/// excluded.
+fn least_loaded(
+    fake: &FakeApiServer,
+    nodes: &[String],
+    excluded: &[String],
+    reservations: bool,
+) -> String {
+    let mut load: HashMap<String, usize> = nodes.iter().map(|n| (n.clone(), 0)).collect();
+    for p in fake.list("v1", "Pod") {
+        if let Some(n) = p["spec"]["nodeName"].as_str()
+            && !terminating(&p)
+        {
+            *load.entry(n.to_owned()).or_default() += 1;
+        }
+    }
     if reservations {
+        for r in fake.list(RESERVATION, "Reservation") {
+            if let Some(n) = r["status"]["nodeName"].as_str() {
+                *load.entry(n.to_owned()).or_default() += 1;
+            }
+        }
+    }
+    nodes
+        .iter()
+        .rev()
+        .filter(|n| !excluded.contains(n))
+        .min_by_key(|n| load.get(*n).copied().unwrap_or(0))
+        .cloned()
+        .unwrap_or_else(|| nodes[0].clone())
+}
+
+/// One pass of the simulated control plane.
+fn control_plane(fake: &FakeApiServer, plane: &Mutex<Plane>) {
+    let mut plane = plane.lock().unwrap();
+    let plane = &mut *plane;
+    // koord-scheduler: place new Reservations.
+    if plane.reservations {
         for r in fake.list(RESERVATION, "Reservation") {
             if r["status"]["nodeName"].is_string() {
                 continue;
             }
-            let node = first_node_but(&excluded(&r["spec"]["template"]["spec"]));
+            let node = least_loaded(
+                fake,
+                &plane.nodes,
+                &excluded(&r["spec"]["template"]["spec"]),
+                true,
+            );
             fake.set_status(
                 RESERVATION,
                 "Reservation",
@@ -148,71 +281,130 @@ fn control_plane(fake: &FakeApiServer, reservations: bool, replacements: &mut u3
             );
         }
     }
-    let pods = fake.list("v1", "Pod");
     // The default scheduler: bind placeholder pods.
-    for p in &pods {
+    for p in fake.list("v1", "Pod") {
         if p["metadata"]["labels"]["rebalancer.io/reservation"].is_string()
             && !p["spec"]["nodeName"].is_string()
+            && !terminating(&p)
         {
             let mut bound = p.clone();
-            bound["spec"]["nodeName"] = json!(first_node_but(&excluded(&p["spec"])));
+            bound["spec"]["nodeName"] = json!(least_loaded(
+                fake,
+                &plane.nodes,
+                &excluded(&p["spec"]),
+                plane.reservations
+            ));
             bound["status"] = json!({"phase": "Running"});
             fake.apply(bound);
         }
     }
-    // The ReplicaSet controller: two replicas of `web`.
-    let owned = pods
+    let pods = fake.list("v1", "Pod");
+    // The ReplicaSet controller: `replicas` pods of `web` that are not terminating.
+    let active = pods
         .iter()
-        .filter(|p| p["metadata"]["ownerReferences"][0]["uid"] == OWNER_UID)
+        .filter(|p| p["metadata"]["ownerReferences"][0]["uid"] == OWNER_UID && !terminating(p))
         .count();
-    if owned >= 2 {
-        return;
+    for _ in active..plane.replicas {
+        plane.created += 1;
+        let name = format!("web-r{}", plane.created);
+        let mut replica = pod("shop", &name)
+            .owned_by("ReplicaSet", "web")
+            .requests("500m", "512Mi")
+            .build();
+        replica["spec"]["schedulerName"] = json!("koord-scheduler");
+        replica["metadata"]["creationTimestamp"] = json!(now_rfc3339());
+        replica["status"] = json!({"phase": "Pending"});
+        fake.apply(replica);
     }
-    *replacements += 1;
-    let name = format!("web-r{replacements}");
-    let uid = format!("uid-shop-{name}");
-    // The scheduler prefers a Reservation waiting for this controller, then a placeholder's
-    // node (preempting it), else any node.
-    let waiting = if reservations {
-        fake.list(RESERVATION, "Reservation").into_iter().find(|r| {
-            r["status"]["phase"] == "Available"
-                && r["spec"]["owners"][0]["controller"]["uid"] == OWNER_UID
-        })
-    } else {
-        None
-    };
-    let placeholder_node = pods
-        .iter()
-        .find(|p| {
-            p["metadata"]["labels"]["rebalancer.io/reservation"].is_string()
-                && p["spec"]["nodeName"].is_string()
-        })
-        .and_then(|p| p["spec"]["nodeName"].as_str().map(str::to_owned));
-    let node = match (&waiting, &placeholder_node) {
-        (Some(r), _) => r["status"]["nodeName"].as_str().unwrap().to_owned(),
-        (None, Some(n)) => n.clone(),
-        (None, None) => "n3".to_owned(),
-    };
-    let mut replacement = web_pod(&name, &node);
-    replacement["metadata"]["creationTimestamp"] = json!(now_rfc3339());
-    replacement["metadata"]["uid"] = json!(uid);
-    if let Some(r) = &waiting {
-        let rname = r["metadata"]["name"].as_str().unwrap();
-        replacement["metadata"]["annotations"] = json!({
-            "scheduling.koordinator.sh/reservation-allocated":
-                json!({"name": rname, "uid": r["metadata"]["uid"]}).to_string()
-        });
-        fake.apply(replacement);
-        fake.set_status(
-            RESERVATION,
-            "Reservation",
-            "",
-            rname,
-            json!({"phase": "Succeeded", "nodeName": node,
-                   "currentOwners": [{"namespace": "shop", "name": name, "uid": uid}]}),
-        );
-    } else {
-        fake.apply(replacement);
+    // The scheduler, for new replicas: into a Reservation waiting for their controller, else
+    // onto a placeholder's node (the newest placeholder first), else the least loaded node.
+    for p in fake.list("v1", "Pod") {
+        if p["metadata"]["ownerReferences"][0]["uid"] != OWNER_UID
+            || p["spec"]["nodeName"].is_string()
+            || terminating(&p)
+        {
+            continue;
+        }
+        let name = p["metadata"]["name"].as_str().unwrap().to_owned();
+        let mut bound = p.clone();
+        let waiting = if plane.reservations {
+            let mut waiting: Vec<Value> = fake
+                .list(RESERVATION, "Reservation")
+                .into_iter()
+                .filter(|r| {
+                    r["status"]["phase"] == "Available"
+                        && r["spec"]["owners"][0]["controller"]["uid"] == OWNER_UID
+                })
+                .collect();
+            waiting.sort_by_key(|r| r["metadata"]["name"].as_str().unwrap_or("").to_owned());
+            waiting.pop()
+        } else {
+            None
+        };
+        let node = if let Some(r) = &waiting {
+            let rname = r["metadata"]["name"].as_str().unwrap();
+            let node = r["status"]["nodeName"].as_str().unwrap().to_owned();
+            bound["metadata"]["annotations"] = json!({
+                "scheduling.koordinator.sh/reservation-allocated":
+                    json!({"name": rname, "uid": r["metadata"]["uid"]}).to_string()
+            });
+            fake.set_status(
+                RESERVATION,
+                "Reservation",
+                "",
+                rname,
+                json!({"phase": "Succeeded", "nodeName": node,
+                       "currentOwners": [{"namespace": "shop", "name": name,
+                                          "uid": p["metadata"]["uid"]}]}),
+            );
+            node
+        } else {
+            let mut placeholders: Vec<Value> = fake
+                .list("v1", "Pod")
+                .into_iter()
+                .filter(|ph| {
+                    ph["metadata"]["labels"]["rebalancer.io/reservation"].is_string()
+                        && ph["spec"]["nodeName"].is_string()
+                        && !terminating(ph)
+                        && !plane
+                            .used_placeholders
+                            .contains(ph["metadata"]["name"].as_str().unwrap_or(""))
+                })
+                .collect();
+            placeholders.sort_by_key(|ph| ph["metadata"]["name"].as_str().unwrap_or("").to_owned());
+            match placeholders.pop() {
+                Some(ph) => {
+                    plane
+                        .used_placeholders
+                        .insert(ph["metadata"]["name"].as_str().unwrap().to_owned());
+                    ph["spec"]["nodeName"].as_str().unwrap().to_owned()
+                }
+                None => least_loaded(fake, &plane.nodes, &[], plane.reservations),
+            }
+        };
+        bound["spec"]["nodeName"] = json!(node);
+        bound["status"] =
+            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]});
+        fake.apply(bound);
+        plane.bound.insert(name, Instant::now());
+    }
+    // Readiness of the new replicas.
+    if !plane.hold_ready {
+        let due: Vec<String> = plane
+            .bound
+            .iter()
+            .filter(|(_, at)| at.elapsed() >= plane.ready_after)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in due {
+            plane.bound.remove(&name);
+            if let Some(mut p) = fake.get("v1", "Pod", "shop", &name)
+                && !terminating(&p)
+            {
+                p["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+                fake.apply(p);
+            }
+        }
     }
 }
 
@@ -328,6 +520,14 @@ async fn finished_migration(server: &TestServer, decision: i64) -> Value {
     )
     .await["items"][0]
         .clone()
+}
+
+/// `Descheduled` Events about pod `uid`.
+fn descheduled_events(fake: &FakeApiServer, uid: &str) -> usize {
+    fake.events_about(uid)
+        .iter()
+        .filter(|e| e["reason"] == "Descheduled")
+        .count()
 }
 
 fn successful_evictions(fake: &FakeApiServer) -> Vec<String> {
@@ -476,6 +676,261 @@ async fn an_approved_decision_migrates_through_a_placeholder_pod() {
     assert_eq!(leftovers(&cluster), Vec::<String>::new());
 }
 
+/// The pod migration of `decision` now.
+async fn migration_of(server: &TestServer, decision: i64) -> Value {
+    let (_, list) = server
+        .get(&format!("/api/v1/pod-migrations?decision={decision}"))
+        .await;
+    list["items"][0].clone()
+}
+
+/// Placeholder mode keeps the placeholder until the replacement is Ready on its node, while
+/// the evicted pod is still terminating (a real grace period): the room stays held.
+#[tokio::test]
+async fn the_placeholder_is_held_until_the_replacement_is_ready_while_the_pod_terminates() {
+    let cluster = cluster_with(Spec {
+        kubelet: Kubelet::Manual,
+        ..Spec::new(&[])
+    })
+    .await;
+    cluster.plane.lock().unwrap().hold_ready = true;
+    let server = TestServer::start_with(managing(&cluster, "server-a")).await;
+    wait_synced(&server).await;
+    let decision = propose_and_approve_web_1(&server).await;
+    let m = until(
+        &server,
+        &format!("/api/v1/pod-migrations?decision={decision}"),
+        "the replacement on the placeholder's node",
+        |l| l["items"][0]["status"] == "PodBoundReservation",
+    )
+    .await["items"][0]
+        .clone();
+    assert_eq!(m["reservationKind"], "placeholder pod", "{m:#}");
+    let placeholder = m["reservation"].as_str().unwrap().to_owned();
+    assert!(
+        m["message"].as_str().unwrap().contains("placeholder pod"),
+        "placeholder mode says so: {m:#}"
+    );
+    // Held: the evicted pod terminating, the replacement not Ready, the placeholder there.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let web_1 = cluster.fake.get("v1", "Pod", "shop", "web-1").unwrap();
+    assert!(terminating(&web_1), "web-1 is still terminating");
+    assert!(
+        cluster
+            .fake
+            .get("v1", "Pod", "shop", &placeholder)
+            .is_some(),
+        "the placeholder is held while the replacement is not Ready"
+    );
+    let m = migration_of(&server, decision).await;
+    assert_eq!(m["phase"], "Running", "{m:#}");
+    assert_eq!(m["status"], "PodBoundReservation", "{m:#}");
+    // Ready: the pod migration completes and only then lets the placeholder go.
+    cluster.plane.lock().unwrap().hold_ready = false;
+    let m = finished_migration(&server, decision).await;
+    assert_eq!(m["phase"], "Succeeded", "{m:#}");
+    assert_eq!(m["status"], "Complete", "{m:#}");
+    assert_eq!(m["newPod"]["node"], m["targetNode"], "{m:#}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !leftovers(&cluster).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(leftovers(&cluster), Vec::<String>::new());
+    assert!(cluster.fake.finish_termination("shop", "web-1"));
+    assert_eq!(cluster.fake.evictions_of("uid-shop-web-1"), 1);
+}
+
+/// Five moves of one ReplicaSet approved at once: each pod migration ends with a replacement
+/// of its own, on its own reserved node, although the replicas are created and scheduled in
+/// another order than the evictions (the newest reservation gets the first new replica).
+async fn five_moves_of_one_replicaset(groups: &[OptionalGroup]) {
+    let cluster = cluster_with(Spec {
+        nodes: 6,
+        replicas: 5,
+        ..Spec::new(groups)
+    })
+    .await;
+    let server = TestServer::start_with(managing(&cluster, "server-a")).await;
+    until(
+        &server,
+        &format!("/api/v1/clusters/{EAST}"),
+        "the first sync",
+        |c| c["kubernetes"]["connection"]["state"] == "synced" && c["pods"] == 5,
+    )
+    .await;
+    // All five at once: no per-node, per-workload or token-bucket limit in the way.
+    let (status, body) = server
+        .put_json(
+            "/api/v1/arbitration",
+            &json!({"maxMigratingPerNode": 0, "maxMigratingPerWorkload": 5,
+                    "maxUnavailablePerWorkload": 5, "objectLimiters": {"workload": null}}),
+        )
+        .await;
+    assert!(status.is_success(), "{body:#}");
+    server.put_profile("lifetime", &lifetime_profile()).await;
+    let (status, run) = server.run(EAST, "lifetime").await;
+    assert_eq!(status, StatusCode::CREATED, "{run:#}");
+    assert_eq!(run["proposals"], 5, "{run:#}");
+    let (status, bulk) = server
+        .post_json("/api/v1/decisions/approve", &json!({"run": run["id"]}))
+        .await;
+    assert!(status.is_success(), "{bulk:#}");
+    assert_eq!(bulk["approved"], 5, "{bulk:#}");
+    let mut replacements = BTreeSet::new();
+    let mut targets = BTreeSet::new();
+    for id in bulk["ids"].as_array().unwrap() {
+        let m = finished_migration(&server, id.as_i64().unwrap()).await;
+        assert_eq!(m["phase"], "Succeeded", "{m:#}");
+        assert_eq!(m["status"], "Complete", "{m:#}");
+        assert_eq!(
+            m["newPod"]["node"], m["targetNode"],
+            "each replacement on its own reserved node: {m:#}"
+        );
+        let uid = m["newPod"]["uid"].as_str().unwrap().to_owned();
+        assert!(uid.starts_with("uid-shop-web-r"), "{m:#}");
+        assert!(
+            replacements.insert(uid),
+            "a replacement claimed twice: {m:#}"
+        );
+        targets.insert(m["targetNode"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(replacements.len(), 5);
+    assert_eq!(targets.len(), 5, "one reserved node each: {targets:?}");
+    let mut evicted = successful_evictions(&cluster.fake);
+    evicted.sort();
+    assert_eq!(
+        evicted,
+        [
+            "shop/web-1",
+            "shop/web-2",
+            "shop/web-3",
+            "shop/web-4",
+            "shop/web-5"
+        ]
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !leftovers(&cluster).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(leftovers(&cluster), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_moves_of_one_replicaset_through_placeholders_each_find_their_own_replacement() {
+    five_moves_of_one_replicaset(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_moves_of_one_replicaset_through_reservations_each_find_their_own_replacement() {
+    five_moves_of_one_replicaset(&[OptionalGroup::Reservation]).await;
+}
+
+/// The cached PDB check lets the eviction through, the Eviction API answers 429 (the PDB's
+/// status is behind its spec, as right after an edit): the pod migration waits, retries, and
+/// evicts once the disruption controller caught up.
+#[tokio::test]
+async fn the_eviction_apis_429_waits_and_evicts_once_the_pdb_allows() {
+    let cluster = cluster(&[]).await;
+    let pdb = |observed: i64| {
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "shop", "generation": 2},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+            "status": {"observedGeneration": observed, "disruptionsAllowed": 1,
+                       "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2}
+        })
+    };
+    cluster.fake.apply(pdb(1));
+    let server = TestServer::start_with(managing(&cluster, "server-a")).await;
+    wait_synced(&server).await;
+    let decision = propose_and_approve_web_1(&server).await;
+    let m = until(
+        &server,
+        &format!("/api/v1/pod-migrations?decision={decision}"),
+        "the Eviction API's refusal",
+        |l| l["items"][0]["reason"] == "BlockedByPdb",
+    )
+    .await["items"][0]
+        .clone();
+    assert!(
+        cluster.fake.evictions().iter().any(|e| e.status == 429),
+        "the Eviction API answered 429: {:?}",
+        cluster.fake.evictions()
+    );
+    assert_eq!(
+        successful_evictions(&cluster.fake),
+        Vec::<String>::new(),
+        "{m:#}"
+    );
+    assert_eq!(m["phase"], "Running", "{m:#}");
+    // The disruption controller catches up: the next try evicts, once.
+    cluster.fake.set_status(
+        "policy/v1",
+        "PodDisruptionBudget",
+        "shop",
+        "web",
+        pdb(2)["status"].clone(),
+    );
+    let m = finished_migration(&server, decision).await;
+    assert_eq!(m["phase"], "Succeeded", "{m:#}");
+    assert_eq!(successful_evictions(&cluster.fake), ["shop/web-1"]);
+    assert_eq!(descheduled_events(&cluster.fake, "uid-shop-web-1"), 1);
+}
+
+/// A call the cluster's RBAC refuses is not retried until the TTL: the pod migration fails at
+/// once, naming the call and the API server's answer, and its placeholder is released.
+#[tokio::test]
+async fn a_call_the_rbac_refuses_fails_the_pod_migration_at_once() {
+    let rbac = deploy_rbac();
+    let without_evictions = rbac.replace(
+        "  - apiGroups: [\"\"]\n    resources: [\"pods/eviction\"]\n    verbs: [\"create\"]\n",
+        "",
+    );
+    assert_ne!(
+        rbac, without_evictions,
+        "the eviction rule is in deploy/rbac.yaml"
+    );
+    let mut cluster = cluster_with(Spec {
+        rbac: without_evictions,
+        ..Spec::new(&[])
+    })
+    .await;
+    cluster.expect_denied = true;
+    let server = TestServer::start_with(managing(&cluster, "server-a")).await;
+    wait_synced(&server).await;
+    let started = Instant::now();
+    let decision = propose_and_approve_web_1(&server).await;
+    let m = finished_migration(&server, decision).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "failed at once, not after the TTL"
+    );
+    assert_eq!(m["phase"], "Failed", "{m:#}");
+    assert_eq!(m["reason"], "Forbidden", "{m:#}");
+    let message = m["message"].as_str().unwrap();
+    for part in [
+        "create pods/eviction of pod shop/web-1",
+        "Forbidden: ",
+        "(403)",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message:?}");
+    }
+    assert!(!message.contains("Status {"), "no debug structs: {message}");
+    assert_eq!(successful_evictions(&cluster.fake), Vec::<String>::new());
+    let denied = cluster.fake.denied();
+    assert!(
+        denied
+            .iter()
+            .all(|(a, _)| a.resource == "pods" && a.subresource == "eviction"),
+        "only the eviction was refused: {denied:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !leftovers(&cluster).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(leftovers(&cluster), Vec::<String>::new());
+}
+
 #[tokio::test]
 async fn two_servers_one_lease_only_the_holder_acts() {
     let cluster = cluster(&[]).await;
@@ -613,7 +1068,13 @@ async fn the_rbac_in_deploy_is_exactly_what_the_backend_uses() {
 /// migration completes with exactly one eviction in the cluster and nothing left behind.
 async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &str) {
     use crate::crash::{finished, propose_and_approve, query_one, start_env};
-    let cluster = cluster(groups).await;
+    // The evicted pod stays terminating (as with a real grace period) until the end: a resumed
+    // pod migration sees it so, and must not evict it again.
+    let cluster = cluster_with(Spec {
+        kubelet: Kubelet::Manual,
+        ..Spec::new(groups)
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let database = dir.path().join("crash.db");
     let env = [
@@ -668,6 +1129,28 @@ async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &s
         ["shop/web-1"],
         "{point}: evicted exactly once"
     );
+    assert_eq!(
+        cluster.fake.evictions_of("uid-shop-web-1"),
+        1,
+        "{point}: one Eviction call for the pod's uid"
+    );
+    assert_eq!(
+        descheduled_events(&cluster.fake, "uid-shop-web-1"),
+        1,
+        "{point}: one Descheduled Event for the pod's uid"
+    );
+    let replacement = last["newPod"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        replacement.starts_with("uid-shop-web-r"),
+        "{point}: the replacement is a new replica: {last:#}"
+    );
+    assert!(
+        cluster.fake.finish_termination("shop", "web-1"),
+        "{point}: the evicted pod was still terminating"
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while !leftovers(&cluster).is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -681,6 +1164,20 @@ async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &s
 }
 
 const KOORD: &[OptionalGroup] = &[OptionalGroup::Reservation];
+
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_after_admission() {
+    crash_and_resume(KOORD, "Admitted", "Admitted").await;
+}
+
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_after_the_reservation_was_made_before_it_was_recorded() {
+    crash_and_resume(KOORD, "ReserveCalled", "Reserving").await;
+}
 
 // The fake API server lives in this process while the test blocks waiting for the binary:
 // it needs a worker of its own.
@@ -757,4 +1254,33 @@ async fn crash_with_a_placeholder_after_the_eviction_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_with_a_placeholder_after_the_eviction_was_recorded() {
     crash_and_resume(&[], "Evicted", "Evicted").await;
+}
+
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own. The placeholder exists when the server comes back: creating it
+// again answers AlreadyExists, and reading it back must be granted (it was not, once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_with_a_placeholder_after_it_was_made_before_it_was_recorded() {
+    crash_and_resume(&[], "ReserveCalled", "Reserving").await;
+}
+
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_with_a_placeholder_after_it_was_scheduled() {
+    crash_and_resume(&[], "ReservationScheduled", "ReservationScheduled").await;
+}
+
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_with_a_placeholder_after_evicting_was_persisted() {
+    crash_and_resume(&[], "Evicting", "Evicting").await;
+}
+
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_with_a_placeholder_after_the_replacement_landed() {
+    crash_and_resume(&[], "PodBoundReservation", "PodBoundReservation").await;
 }

@@ -10,8 +10,10 @@
 //!
 //! Every method is idempotent or read-only, so the executor can repeat any step after a crash:
 //! `reserve` is keyed by the reservation name, `release` of a released or unknown reservation
-//! is a no-op, and `evict` of a pod that is already gone answers [`EvictionResult::NotFound`]
-//! and changes nothing.
+//! is a no-op, `evict` of a pod that is already gone answers [`EvictionResult::NotFound`] and of
+//! one that is already terminating [`EvictionResult::AlreadyTerminating`], changing nothing, and
+//! `record_eviction` writes what the cluster is told of an eviction once per pod, however often
+//! it is called.
 
 use std::collections::BTreeMap;
 
@@ -47,6 +49,10 @@ pub struct PodState {
     pub owner: Option<OwnerRef>,
     /// Name of the reservation this pod was bound into, if any.
     pub reservation: Option<String>,
+    /// Deletion has started (`metadata.deletionTimestamp` is set): the pod is on its way out,
+    /// still holding its node until its containers stop.
+    #[serde(default)]
+    pub terminating: bool,
 }
 
 /// Whether the Eviction API would admit evicting a pod now, judged from its PDBs.
@@ -78,6 +84,33 @@ pub struct ReservationRequest {
     pub exclude_nodes: Vec<String>,
 }
 
+/// What holds room for a replacement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReservationKind {
+    /// A reservation object the scheduler honours (Koordinator's `Reservation`, or the
+    /// simulated backend's own).
+    Reservation,
+    /// A low-priority pause pod holding the requests on the target node until the replacement
+    /// is Ready (preempted by the replacement where the node has no room for both).
+    PlaceholderPod,
+}
+
+impl ReservationKind {
+    /// How messages name it: `Reservation`, `placeholder pod`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReservationKind::Reservation => "Reservation",
+            ReservationKind::PlaceholderPod => "placeholder pod",
+        }
+    }
+}
+
+impl std::fmt::Display for ReservationKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A reservation's state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "phase", rename_all = "camelCase")]
@@ -100,6 +133,9 @@ pub enum ReservationState {
 pub enum EvictionResult {
     /// The pod was evicted; its controller (if any) creates a replacement.
     Evicted,
+    /// The pod is already terminating (an earlier eviction, perhaps this pod migration's own
+    /// before a crash, or a deletion): no second eviction was requested.
+    AlreadyTerminating,
     /// Refused by a PDB (HTTP 429): retry later.
     BlockedByPdb { pdb: String, message: String },
     /// Refused for a reason retrying will not fix (e.g. the pod has several PDBs).
@@ -135,6 +171,8 @@ pub struct EvictedPod {
     pub owner_uid: Option<String>,
     /// When the eviction was requested (ms since the epoch): a replacement is created after it.
     pub evicted_at_ms: Option<i64>,
+    /// The reservation made for the replacement, if any: a pod bound into it comes first.
+    pub reservation: Option<String>,
 }
 
 /// Why a backend call failed.
@@ -173,6 +211,17 @@ pub trait Backend: Send + Sync {
     async fn eviction_check(&self, cluster: &str, uid: &str)
     -> Result<EvictionCheck, BackendError>;
 
+    /// What a reservation for a replacement of pod `pod_uid` would be (asked before `reserve`,
+    /// so that messages name it).
+    async fn reservation_kind(
+        &self,
+        cluster: &str,
+        pod_uid: &str,
+    ) -> Result<ReservationKind, BackendError> {
+        let _ = (cluster, pod_uid);
+        Ok(ReservationKind::Reservation)
+    }
+
     /// Create (idempotently, keyed by `req.name`) a reservation for a replacement of pod
     /// `req.pod_uid`. The simulated scheduler places it at once or reports why not; a
     /// reservation that is `Unschedulable` holds nothing.
@@ -194,19 +243,39 @@ pub trait Backend: Send + Sync {
     /// more and stays `Bound` (the pod bound into it keeps running).
     async fn release(&self, cluster: &str, name: &str) -> Result<(), BackendError>;
 
-    /// Evict like policy/v1 Eviction, with the pod's uid as a precondition.
+    /// Evict like policy/v1 Eviction, with the pod's uid as a precondition, at most once: a pod
+    /// that is gone or has another uid answers [`EvictionResult::NotFound`], one that is already
+    /// terminating [`EvictionResult::AlreadyTerminating`], and neither is evicted again (a real
+    /// API server accepts a second eviction of a terminating pod).
     async fn evict(
         &self,
         cluster: &str,
         request: &EvictionRequest,
     ) -> Result<EvictionResult, BackendError>;
 
-    /// The replacement created for an evicted pod, once it exists.
-    async fn replacement_of(
+    /// Tell the cluster about an eviction this server requested (Kubernetes: the `Descheduled`
+    /// Event on the pod), exactly once per pod uid however often it is called, so the executor
+    /// calls it after every `evict` that did not fail, and again when it resumes a pod
+    /// migration that may have evicted before a crash. A backend that records evictions
+    /// within `evict` keeps this default.
+    async fn record_eviction(
+        &self,
+        cluster: &str,
+        request: &EvictionRequest,
+    ) -> Result<(), BackendError> {
+        let _ = (cluster, request);
+        Ok(())
+    }
+
+    /// The pods that may be the replacement of an evicted pod, best first: a pod bound into
+    /// `evicted.reservation`, then the newer pods of its controller by creation time. Pods that
+    /// are terminating are not candidates. The executor takes the first that no other pod
+    /// migration has claimed (see `docs/operations.md`, "Which pod is the replacement").
+    async fn replacements_of(
         &self,
         cluster: &str,
         evicted: &EvictedPod,
-    ) -> Result<Option<PodState>, BackendError>;
+    ) -> Result<Vec<PodState>, BackendError>;
 
     /// What reservations hold now, per node name (`pods` counts the reservations); nodes
     /// without any are absent. For display (`GET /clusters/{name}/nodes`); a backend that
@@ -271,6 +340,7 @@ impl PodState {
             ready,
             owner: controller_of(pod),
             reservation: reservation_of(pod),
+            terminating: pod["metadata"]["deletionTimestamp"].is_string(),
         }
     }
 }

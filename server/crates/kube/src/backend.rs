@@ -5,28 +5,37 @@
 //!   snapshot, never from a fresh list;
 //! - evictions go through `policy/v1` Eviction with the pod's uid as a precondition, the
 //!   profile's grace period, and `koordinator.sh/evict-reason`/`evict-trigger` on the Eviction
-//!   object (where admission webhooks see them); each eviction writes an `events.k8s.io`
-//!   Event `Descheduled` on the pod, as descheduler does. kube's client retries nothing (see
-//!   `connect`): a 429 goes back to the executor as "blocked by a PDB";
+//!   object (where admission webhooks see them), at most once per pod: the pod is read fresh
+//!   from the API server first, and one that is gone, has another uid or already carries a
+//!   `deletionTimestamp` is not evicted again (a real API server accepts a second eviction of a
+//!   terminating pod). Each eviction writes one `events.k8s.io` Event `Descheduled` on the pod,
+//!   as descheduler does, under a name derived from the pod's uid, so writing it again after a
+//!   crash finds it there. kube's client retries nothing (see `connect`): a 429 goes back to
+//!   the executor as "blocked by a PDB";
 //! - reservations are Koordinator Reservations where the API server serves them, placeholder
 //!   pods otherwise ([`ReservationMode`], `reserve`).
 //!
+//! - replacements: the candidates are the controller's pods created since the eviction (minus
+//!   a clock slack), not terminating, the one bound into the pod migration's Reservation first;
+//!   the executor picks among them and records its claim (`docs/operations.md`).
+//!
 //! Every call is idempotent or read-only, like the contract asks: reservations and placeholders
 //! are keyed by the reservation name, a release of something gone is a no-op, and an eviction
-//! can only ever hit the uid it names.
+//! can only ever hit the uid it names, once. Errors name the call and read as the API server's
+//! `reason: message (code)`; a 401/403 or another refusal retrying cannot fix is permanent
+//! (`crate::error`), so the executor fails the step instead of retrying it until the TTL.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, ObjectList};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use serde_json::{Value, json};
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use crate::error::{api_status, backend_error, describe};
 use rebalancer_backend::{
     Backend, BackendError, EvictedPod, EvictionCheck, EvictionRequest, EvictionResult, PodState,
-    ReservationRequest, ReservationState, controller_of,
+    ReservationKind, ReservationRequest, ReservationState, controller_of,
 };
 use rebalancer_cluster::Clusters;
 use rebalancer_policy_sdk::evictor::PodPdbs;
@@ -111,7 +120,6 @@ pub struct KubeBackend {
     live: LiveCluster,
     clusters: Clusters,
     options: ActOptions,
-    recorder: Recorder,
 }
 
 /// How far back of the eviction request a replacement may have been created (clocks of the
@@ -138,38 +146,24 @@ fn pod_resource() -> ApiResource {
     }
 }
 
-/// A transport or server failure: worth retrying.
-fn unavailable(what: &str, e: kube::Error) -> BackendError {
-    BackendError::Unavailable(format!("{what}: {e}"))
-}
-
-fn api_status(e: &kube::Error) -> Option<&kube::core::Status> {
-    match e {
-        kube::Error::Api(s) => Some(s),
-        _ => None,
+/// The name of the `Descheduled` Event of an eviction of pod `uid`: one per pod, so that
+/// writing it again (a resumed pod migration) answers AlreadyExists instead of a second Event.
+fn descheduled_event_name(pod_name: &str, uid: &str) -> String {
+    let mut end = pod_name
+        .len()
+        .min(253 - 1 - uid.len() - ".descheduled.".len());
+    while !pod_name.is_char_boundary(end) {
+        end -= 1;
     }
-}
-
-fn parse_time_ms(text: &str) -> Option<i64> {
-    text.parse::<k8s_openapi::jiff::Timestamp>()
-        .ok()
-        .map(|t| t.as_millisecond())
+    format!("{}.descheduled.{uid}", &pod_name[..end])
 }
 
 impl KubeBackend {
     pub fn new(live: LiveCluster, clusters: Clusters, options: ActOptions) -> KubeBackend {
-        let recorder = Recorder::new(
-            live.client(),
-            Reporter {
-                controller: options.reporter.clone(),
-                instance: Some(options.instance.clone()),
-            },
-        );
         KubeBackend {
             live,
             clusters,
             options,
-            recorder,
         }
     }
 
@@ -393,10 +387,13 @@ impl KubeBackend {
         let lp = ListParams::default().labels(&format!("{PLACEHOLDER_LABEL}={name}"));
         let api: kube::Api<DynamicObject> =
             kube::Api::all_with(self.live.client(), &pod_resource());
-        let list: ObjectList<DynamicObject> = api
-            .list(&lp)
-            .await
-            .map_err(|e| unavailable("listing placeholder pods", e))?;
+        let list: ObjectList<DynamicObject> = api.list(&lp).await.map_err(|e| {
+            backend_error(
+                "list",
+                &format!("pods with label {PLACEHOLDER_LABEL}={name}"),
+                &e,
+            )
+        })?;
         Ok(list
             .items
             .into_iter()
@@ -404,16 +401,18 @@ impl KubeBackend {
             .and_then(|o| serde_json::to_value(o).ok()))
     }
 
-    /// A pod of controller `owner_uid` in `namespace`, other than `not_uid`, created at or
-    /// after `since_ms`: the earliest such (from the current snapshot).
-    fn newer_pod_of(
+    /// The pods of controller `owner_uid` in `namespace`, other than `not_uid`, created at or
+    /// after `since_ms` (from the current snapshot), as the watch cache has them now.
+    fn pods_of_since(
         &self,
         namespace: &str,
         owner_uid: &str,
         not_uid: &str,
         since_ms: i64,
-    ) -> Option<String> {
-        let snapshot = self.clusters.get(self.live.name())?;
+    ) -> Vec<(i64, PodState)> {
+        let Some(snapshot) = self.clusters.get(self.live.name()) else {
+            return Vec::new();
+        };
         let cluster = snapshot.cluster();
         cluster
             .pods()
@@ -425,22 +424,29 @@ impl KubeBackend {
                     .iter()
                     .any(|r| r.controller && cluster.str(r.uid.to_native()) == owner_uid)
             })
-            .min_by_key(|p| (p.creation_ms(), p.uid().to_owned()))
-            .map(|p| p.uid().to_owned())
+            .filter_map(|p| {
+                let json = self.cached_pod(p.uid())?;
+                Some((p.creation_ms(), PodState::from_json(&json)))
+            })
+            .collect()
     }
 
-    async fn publish_descheduled(&self, req: &EvictionRequest, pod: Option<&Value>) {
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            namespace: Some(req.namespace.clone()),
-            name: Some(req.name.clone()),
-            uid: Some(req.uid.clone()),
-            ..ObjectReference::default()
-        };
-        let node = pod
-            .and_then(|p| p["spec"]["nodeName"].as_str())
-            .unwrap_or("");
+    /// The pod `namespace/name` read from the API server now (not the cache, which may not have
+    /// seen an eviction this server made just before a crash).
+    async fn fresh_pod(&self, namespace: &str, name: &str) -> Result<Option<Value>, BackendError> {
+        match self.pods_in(namespace).get_opt(name).await {
+            Ok(pod) => Ok(pod.and_then(|p| serde_json::to_value(p).ok())),
+            Err(e) => Err(backend_error("get", &format!("pod {namespace}/{name}"), &e)),
+        }
+    }
+
+    /// Write the `Descheduled` Event of an eviction, once per pod (see
+    /// [`descheduled_event_name`]); an Event already there is success.
+    async fn write_descheduled_event(
+        &self,
+        req: &EvictionRequest,
+        node: &str,
+    ) -> Result<(), BackendError> {
         let note = if req.reason.is_empty() {
             format!(
                 "pod evicted from {node} node by rebalancer ({})",
@@ -449,18 +455,51 @@ impl KubeBackend {
         } else {
             req.reason.clone()
         };
-        let event = KubeEvent {
-            type_: EventType::Normal,
-            reason: "Descheduled".into(),
-            note: Some(truncate(&note, 1024)),
-            action: "Descheduled".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
-            tracing::warn!(
-                cluster = %self.live.name(), pod = %format!("{}/{}", req.namespace, req.name),
-                error = %e, "writing the Descheduled event failed (the eviction stands)"
-            );
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let event = json!({
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {
+                "name": descheduled_event_name(&req.name, &req.uid),
+                "namespace": req.namespace,
+                "labels": {MANAGED_BY.0: MANAGED_BY.1},
+            },
+            "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+            "reportingController": self.options.reporter,
+            "reportingInstance": self.options.instance,
+            "action": "Descheduled",
+            "reason": "Descheduled",
+            "type": "Normal",
+            "note": truncate(&note, 1024),
+            "regarding": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": req.namespace,
+                "name": req.name,
+                "uid": req.uid,
+            },
+        });
+        let object: DynamicObject = serde_json::from_value(event)
+            .map_err(|e| BackendError::Internal(format!("event body: {e}")))?;
+        let events = kube::Api::<DynamicObject>::namespaced_with(
+            self.live.client(),
+            &req.namespace,
+            &ApiResource {
+                group: "events.k8s.io".into(),
+                version: "v1".into(),
+                api_version: "events.k8s.io/v1".into(),
+                kind: "Event".into(),
+                plural: "events".into(),
+            },
+        );
+        match events.create(&PostParams::default(), &object).await {
+            Ok(_) => Ok(()),
+            Err(e) if api_status(&e).is_some_and(|s| s.is_already_exists()) => Ok(()),
+            Err(e) => Err(backend_error(
+                "create",
+                &format!("events.k8s.io Event in namespace {}", req.namespace),
+                &e,
+            )),
         }
     }
 }
@@ -649,6 +688,22 @@ impl Backend for KubeBackend {
         })
     }
 
+    async fn reservation_kind(
+        &self,
+        _cluster: &str,
+        pod_uid: &str,
+    ) -> Result<ReservationKind, BackendError> {
+        self.synced()?;
+        let pod = self
+            .cached_pod(pod_uid)
+            .ok_or_else(|| BackendError::Invalid(format!("pod {pod_uid} no longer exists")))?;
+        Ok(if self.reserve_with_reservation(&pod)? {
+            ReservationKind::Reservation
+        } else {
+            ReservationKind::PlaceholderPod
+        })
+    }
+
     async fn reserve(
         &self,
         cluster: &str,
@@ -658,14 +713,27 @@ impl Backend for KubeBackend {
         let pod = self.cached_pod(&req.pod_uid).ok_or_else(|| {
             BackendError::Invalid(format!("pod {} no longer exists", req.pod_uid))
         })?;
-        let (api, body) = if self.reserve_with_reservation(&pod)? {
-            (self.reservations(), self.reservation_body(req, &pod)?)
+        let namespace = pod["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_owned();
+        let (api, body, kind, what) = if self.reserve_with_reservation(&pod)? {
+            (
+                self.reservations(),
+                self.reservation_body(req, &pod)?,
+                ReservationKind::Reservation,
+                format!("scheduling.koordinator.sh Reservation {}", req.name),
+            )
         } else {
-            let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
-            (self.pods_in(namespace), self.placeholder_body(req, &pod))
+            (
+                self.pods_in(&namespace),
+                self.placeholder_body(req, &pod),
+                ReservationKind::PlaceholderPod,
+                format!("placeholder pod {namespace}/{}", req.name),
+            )
         };
         let object: DynamicObject = serde_json::from_value(body)
-            .map_err(|e| BackendError::Internal(format!("reservation body: {e}")))?;
+            .map_err(|e| BackendError::Internal(format!("{kind} body: {e}")))?;
         match api.create(&PostParams::default(), &object).await {
             Ok(_) => {}
             Err(e) if api_status(&e).is_some_and(|s| s.is_already_exists()) => {
@@ -673,7 +741,7 @@ impl Backend for KubeBackend {
                 let existing = api
                     .get_opt(&req.name)
                     .await
-                    .map_err(|e| unavailable("reading a reservation", e))?;
+                    .map_err(|e| backend_error("get", &what, &e))?;
                 let owner = existing
                     .as_ref()
                     .and_then(|o| o.metadata.annotations.as_ref())
@@ -681,25 +749,13 @@ impl Backend for KubeBackend {
                     .cloned();
                 if existing.is_some() && owner.as_deref() != Some(req.pod_uid.as_str()) {
                     return Err(BackendError::Invalid(format!(
-                        "{} {} already exists and was not made for pod {} (another Rebalancer \
+                        "{what} already exists and was not made for pod {} (another Rebalancer \
                          with its own database uses the same names?)",
-                        if object.types.as_ref().is_some_and(|t| t.kind == "Pod") {
-                            "placeholder pod"
-                        } else {
-                            "Reservation"
-                        },
-                        req.name,
                         req.pod_uid
                     )));
                 }
             }
-            Err(e) if api_status(&e).is_some_and(|s| s.code < 500 && s.code != 429) => {
-                return Err(BackendError::Invalid(format!(
-                    "creating reservation {}: {e}",
-                    req.name
-                )));
-            }
-            Err(e) => return Err(unavailable("creating a reservation", e)),
+            Err(e) => return Err(backend_error("create", &what, &e)),
         }
         Ok(self
             .reservation(cluster, &req.name)
@@ -719,42 +775,21 @@ impl Backend for KubeBackend {
                     return Ok(serde_json::to_value(r).ok().map(|r| reservation_state(&r)));
                 }
                 Ok(None) => {}
-                Err(e) => return Err(unavailable("reading a reservation", e)),
+                Err(e) => {
+                    return Err(backend_error(
+                        "get",
+                        &format!("scheduling.koordinator.sh Reservation {name}"),
+                        &e,
+                    ));
+                }
             }
             if self.options.reservation_mode == ReservationMode::Reservation {
                 return Ok(None);
             }
         }
-        let Some(p) = self.placeholder(name).await? else {
-            return Ok(None);
-        };
-        let state = placeholder_state(&p);
-        // Once the replacement is seen, the placeholder has done its job.
-        if let ReservationState::Scheduled { node } = &state {
-            let namespace = p["metadata"]["namespace"].as_str().unwrap_or("");
-            let owner = p["metadata"]["annotations"][RESERVED_FOR_OWNER]
-                .as_str()
-                .unwrap_or("");
-            let evicted = p["metadata"]["annotations"][RESERVED_FOR_POD]
-                .as_str()
-                .unwrap_or("");
-            let created = p["metadata"]["creationTimestamp"]
-                .as_str()
-                .and_then(parse_time_ms)
-                .unwrap_or(0);
-            if !owner.is_empty()
-                && self.cached_pod(evicted).is_none()
-                && let Some(uid) = self.newer_pod_of(namespace, owner, evicted, created)
-                && let Some(new) = self.cached_pod(&uid)
-                && new["spec"]["nodeName"].as_str() == Some(node.as_str())
-            {
-                return Ok(Some(ReservationState::Bound {
-                    node: node.clone(),
-                    pod_uid: uid,
-                }));
-            }
-        }
-        Ok(Some(state))
+        // A placeholder pod is what it is: the executor finds the replacement itself and keeps
+        // the placeholder until that replacement is Ready on the placeholder's node.
+        Ok(self.placeholder(name).await?.map(|p| placeholder_state(&p)))
     }
 
     async fn release(&self, _cluster: &str, name: &str) -> Result<(), BackendError> {
@@ -769,7 +804,13 @@ impl Backend for KubeBackend {
             {
                 Ok(_) => {}
                 Err(e) if gone(&e) => {}
-                Err(e) => return Err(unavailable("deleting a Reservation", e)),
+                Err(e) => {
+                    return Err(backend_error(
+                        "delete",
+                        &format!("scheduling.koordinator.sh Reservation {name}"),
+                        &e,
+                    ));
+                }
             }
         }
         if self.options.reservation_mode == ReservationMode::Reservation {
@@ -792,7 +833,11 @@ impl Backend for KubeBackend {
         match self.pods_in(namespace).delete(name, &dp).await {
             Ok(_) => Ok(()),
             Err(e) if gone(&e) => Ok(()),
-            Err(e) => Err(unavailable("deleting a placeholder pod", e)),
+            Err(e) => Err(backend_error(
+                "delete",
+                &format!("placeholder pod {namespace}/{name}"),
+                &e,
+            )),
         }
     }
 
@@ -801,7 +846,17 @@ impl Backend for KubeBackend {
         _cluster: &str,
         req: &EvictionRequest,
     ) -> Result<EvictionResult, BackendError> {
-        let pod = self.cached_pod(&req.uid);
+        // At most once: an eviction of a terminating pod would be accepted again.
+        match self.fresh_pod(&req.namespace, &req.name).await? {
+            None => return Ok(EvictionResult::NotFound),
+            Some(p) if p["metadata"]["uid"].as_str() != Some(req.uid.as_str()) => {
+                return Ok(EvictionResult::NotFound);
+            }
+            Some(p) if p["metadata"]["deletionTimestamp"].is_string() => {
+                return Ok(EvictionResult::AlreadyTerminating);
+            }
+            Some(_) => {}
+        }
         let mut delete_options = json!({"preconditions": {"uid": req.uid}});
         if let Some(grace) = req.grace_period_seconds {
             delete_options["gracePeriodSeconds"] = json!(grace);
@@ -834,14 +889,12 @@ impl Backend for KubeBackend {
             kube::core::Request::new(format!("/api/v1/namespaces/{}/pods", req.namespace))
                 .create_subresource("eviction", &req.name, &PostParams::default(), data)
                 .map_err(|e| BackendError::Invalid(format!("eviction request: {e}")))?;
+        let what = format!("pods/eviction of pod {}/{}", req.namespace, req.name);
         match self.live.client().request::<Value>(request).await {
-            Ok(_) => {
-                self.publish_descheduled(req, pod.as_ref()).await;
-                Ok(EvictionResult::Evicted)
-            }
+            Ok(_) => Ok(EvictionResult::Evicted),
             Err(e) => {
                 let Some(status) = api_status(&e) else {
-                    return Err(unavailable("evicting", e));
+                    return Err(backend_error("create", &what, &e));
                 };
                 Ok(match status.code {
                     429 => EvictionResult::BlockedByPdb {
@@ -857,32 +910,57 @@ impl Backend for KubeBackend {
                     404 | 409 => EvictionResult::NotFound,
                     500 if status.message.contains("more than one PodDisruptionBudget") => {
                         EvictionResult::Refused {
-                            message: status.message.clone(),
+                            message: describe(&e),
                         }
                     }
+                    401 | 403 => return Err(backend_error("create", &what, &e)),
                     400..=499 => EvictionResult::Refused {
-                        message: format!("{} ({})", status.message, status.code),
+                        message: describe(&e),
                     },
-                    _ => return Err(unavailable("evicting", e)),
+                    _ => return Err(backend_error("create", &what, &e)),
                 })
             }
         }
     }
 
-    async fn replacement_of(
+    async fn record_eviction(
+        &self,
+        _cluster: &str,
+        req: &EvictionRequest,
+    ) -> Result<(), BackendError> {
+        let node = self
+            .cached_pod(&req.uid)
+            .and_then(|p| p["spec"]["nodeName"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        self.write_descheduled_event(req, &node).await
+    }
+
+    async fn replacements_of(
         &self,
         _cluster: &str,
         evicted: &EvictedPod,
-    ) -> Result<Option<PodState>, BackendError> {
+    ) -> Result<Vec<PodState>, BackendError> {
         self.synced()?;
         let Some(owner) = evicted.owner_uid.as_deref() else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
         let since = evicted.evicted_at_ms.unwrap_or(0) - CLOCK_SLACK_MS;
-        Ok(self
-            .newer_pod_of(&evicted.namespace, owner, &evicted.uid, since)
-            .and_then(|uid| self.cached_pod(&uid))
-            .map(|p| PodState::from_json(&p)))
+        let mut candidates: Vec<(i64, PodState)> = self
+            .pods_of_since(&evicted.namespace, owner, &evicted.uid, since)
+            .into_iter()
+            .filter(|(_, p)| !p.terminating)
+            .collect();
+        // Bound into this pod migration's Reservation first, then by creation (then uid).
+        candidates.sort_by(|(a_created, a), (b_created, b)| {
+            let bound = |p: &PodState| {
+                evicted.reservation.is_some() && p.reservation == evicted.reservation
+            };
+            bound(b)
+                .cmp(&bound(a))
+                .then(a_created.cmp(b_created))
+                .then_with(|| a.uid.cmp(&b.uid))
+        });
+        Ok(candidates.into_iter().map(|(_, p)| p).collect())
     }
 }
 

@@ -12,7 +12,7 @@ use rebalancer_backend::{
     ReservationRequest, ReservationState,
 };
 use rebalancer_kube::{ActOptions, KubeBackend, ReservationMode};
-use rebalancer_kube_fake::{EvictionOutcome, FakeApiServer, OptionalGroup};
+use rebalancer_kube_fake::{EvictionOutcome, FakeApiServer, Kubelet, OptionalGroup};
 use serde_json::json;
 
 async fn backend(world: &World, mode: ReservationMode) -> Arc<KubeBackend> {
@@ -45,11 +45,14 @@ async fn an_eviction_evicts_that_uid_writes_the_event_and_the_annotations() {
     let world = World::start(fake, fast()).await;
     let b = backend(&world, ReservationMode::Auto).await;
 
+    world.fake.set_kubelet(Kubelet::Manual);
     assert_eq!(
         b.evict(CLUSTER, &eviction("web-1")).await.unwrap(),
         EvictionResult::Evicted
     );
-    assert!(world.fake.get("v1", "Pod", "shop", "web-1").is_none());
+    // Graceful deletion: the pod terminates for its grace period.
+    let terminating = world.fake.get("v1", "Pod", "shop", "web-1").unwrap();
+    assert!(terminating["metadata"]["deletionTimestamp"].is_string());
     let record = world.fake.evictions().pop().unwrap();
     assert_eq!(record.status, 201);
     assert_eq!(record.uid_precondition.as_deref(), Some("uid-shop-web-1"));
@@ -68,22 +71,36 @@ async fn an_eviction_evicts_that_uid_writes_the_event_and_the_annotations() {
             .map(String::as_str),
         Some("PodLifeTime")
     );
-    let events = world.fake.list("events.k8s.io/v1", "Event");
-    let event = events
-        .iter()
-        .find(|e| e["regarding"]["name"] == "web-1")
-        .expect("an event on the pod");
+    // The eviction's Event: once, however often it is recorded (a resumed pod migration).
+    b.record_eviction(CLUSTER, &eviction("web-1"))
+        .await
+        .unwrap();
+    b.record_eviction(CLUSTER, &eviction("web-1"))
+        .await
+        .unwrap();
+    let events = world.fake.events_about("uid-shop-web-1");
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let event = &events[0];
     assert_eq!(event["reason"], "Descheduled");
     assert_eq!(event["action"], "Descheduled");
     assert_eq!(event["type"], "Normal");
     assert_eq!(event["note"], "pod is older than 60s");
     assert_eq!(event["regarding"]["uid"], "uid-shop-web-1");
 
-    // A second eviction of the same pod (a retry after a crash) finds it gone.
+    // A second eviction of the same pod (a retry after a crash) is not sent: the pod is
+    // already terminating (a real API server would accept it again), and once it is gone it
+    // is not found.
+    assert_eq!(
+        b.evict(CLUSTER, &eviction("web-1")).await.unwrap(),
+        EvictionResult::AlreadyTerminating
+    );
+    assert_eq!(world.fake.evictions_of("uid-shop-web-1"), 1);
+    assert!(world.fake.finish_termination("shop", "web-1"));
     assert_eq!(
         b.evict(CLUSTER, &eviction("web-1")).await.unwrap(),
         EvictionResult::NotFound
     );
+    assert_eq!(world.fake.evictions().len(), 1, "no second Eviction call");
 }
 
 #[tokio::test]
@@ -397,25 +414,26 @@ async fn placeholder_pods_hold_room_until_the_replacement_is_seen() {
                 && w.live.pod_json("uid-shop-web-1").is_none()
         })
         .await;
+    // A placeholder is what it is; the executor finds the replacement among the candidates.
     assert_eq!(
         b.reservation(CLUSTER, "rebalancer-pm-2").await.unwrap(),
-        Some(ReservationState::Bound {
-            node: "n2".into(),
-            pod_uid: "uid-shop-web-1-new".into()
-        })
+        Some(ReservationState::Scheduled { node: "n2".into() })
     );
     let found = b
-        .replacement_of(
+        .replacements_of(
             CLUSTER,
             &EvictedPod {
                 uid: "uid-shop-web-1".into(),
                 namespace: "shop".into(),
                 owner_uid: Some("rs-web".into()),
                 evicted_at_ms: Some(k8s_openapi::jiff::Timestamp::now().as_millisecond() - 1_000),
+                reservation: Some("rebalancer-pm-2".into()),
             },
         )
         .await
         .unwrap()
+        .into_iter()
+        .next()
         .expect("the replacement");
     assert_eq!(found.name, "web-1-new");
     b.release(CLUSTER, "rebalancer-pm-2").await.unwrap();

@@ -97,6 +97,10 @@ pub enum StoreError {
          and policy state were not kept"
     )]
     ClusterGone { run: i64, cluster: String },
+    /// Another pod migration of the cluster already took this pod as its replacement; the
+    /// change that named it was not applied.
+    #[error("pod {pod_uid} is already the replacement of pod migration {by}")]
+    ReplacementClaimed { pod_uid: String, by: i64 },
 }
 
 impl StoreError {

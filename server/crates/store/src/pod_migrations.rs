@@ -5,6 +5,7 @@
 //! with its event and the decision's status change ([`Store::change_pod_migration`], in
 //! `transitions`). The executor persists a step *before* the side effect it leads to.
 
+use std::collections::HashMap;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -83,6 +84,8 @@ pub struct PodMigrationRecord {
     pub source_node: String,
     pub target_node: Option<String>,
     pub reservation: Option<String>,
+    /// What the reservation is (`Reservation`, `placeholder pod`), once one is made.
+    pub reservation_kind: Option<String>,
     pub reservation_released: bool,
     pub new_pod_uid: Option<String>,
     pub new_pod_name: Option<String>,
@@ -162,6 +165,7 @@ pub struct MigrationChange {
     pub message: Option<String>,
     pub target_node: Option<String>,
     pub reservation: Option<String>,
+    pub reservation_kind: Option<String>,
     pub reservation_released: bool,
     pub new_pod_uid: Option<String>,
     pub new_pod_name: Option<String>,
@@ -185,7 +189,7 @@ pub struct MigrationFilter {
 
 const COLUMNS: &str = "m.id, m.decision_id, m.cluster, m.pod_uid, m.pod_namespace, m.pod_name, \
      m.mode, m.phase, m.step, m.status, m.reason, m.message, m.source_node, m.target_node, \
-     m.reservation, m.reservation_released, m.new_pod_uid, m.new_pod_name, m.new_pod_node, \
+     m.reservation, m.reservation_kind, m.reservation_released, m.new_pod_uid, m.new_pod_name, m.new_pod_node, \
      m.workload, m.ttl_ms, m.started_at, m.eviction_requested_at, m.evicted_at, m.finished_at, \
      m.created_at, m.updated_at, d.plugin, d.profile, d.plugin_set, \
      d.reason AS decision_reason, \
@@ -210,6 +214,7 @@ fn migration_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<PodMigrationRecor
         source_node: row.try_get("source_node")?,
         target_node: row.try_get("target_node")?,
         reservation: row.try_get("reservation")?,
+        reservation_kind: row.try_get("reservation_kind")?,
         reservation_released: row.try_get("reservation_released")?,
         new_pod_uid: row.try_get("new_pod_uid")?,
         new_pod_name: row.try_get("new_pod_name")?,
@@ -355,6 +360,29 @@ impl Store {
     }
 
     /// The events of a pod migration, in order.
+    /// Which of `pod_uids` other pod migrations of `cluster` took as their replacement:
+    /// pod uid → pod migration id.
+    pub async fn replacement_claims(
+        &self,
+        cluster: &str,
+        pod_uids: &[String],
+    ) -> Result<HashMap<String, i64>, StoreError> {
+        if pod_uids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let uids =
+            serde_json::to_string(pod_uids).map_err(|e| StoreError::corrupt("pod uids", e))?;
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT pod_uid, pod_migration_id FROM replacement_claims \
+             WHERE cluster = ? AND pod_uid IN (SELECT value FROM json_each(?))",
+        )
+        .bind(cluster)
+        .bind(uids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().collect())
+    }
+
     pub async fn pod_migration_events(&self, id: i64) -> Result<Vec<MigrationEvent>, StoreError> {
         let rows = sqlx::query(
             "SELECT time, type, reason, message FROM pod_migration_events \

@@ -552,7 +552,10 @@ impl Store {
 
     /// Apply `change` to pod migration `id` if it is still unfinished and at step
     /// `expect_step`, with its events and decision change, in one transaction. Returns whether
-    /// it applied (false: someone else moved it first, e.g. an abort).
+    /// it applied (false: someone else moved it first, e.g. an abort). A change that names a
+    /// replacement (`new_pod_uid`) claims it for this pod migration in the same transaction; if
+    /// another pod migration of the cluster holds the claim, nothing is applied and the answer
+    /// is [`StoreError::ReplacementClaimed`].
     pub async fn change_pod_migration(
         &self,
         id: i64,
@@ -561,12 +564,13 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let now = now_ms();
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let row: Option<(i64,)> = sqlx::query_as(
+        let row: Option<(i64, String)> = sqlx::query_as(
             "UPDATE pod_migrations SET \
                step = COALESCE(?, step), phase = COALESCE(?, phase), \
                status = COALESCE(?, status), reason = COALESCE(?, reason), \
                message = COALESCE(?, message), target_node = COALESCE(?, target_node), \
                reservation = COALESCE(?, reservation), \
+               reservation_kind = COALESCE(?, reservation_kind), \
                reservation_released = MAX(reservation_released, ?), \
                new_pod_uid = COALESCE(?, new_pod_uid), new_pod_name = COALESCE(?, new_pod_name), \
                new_pod_node = COALESCE(?, new_pod_node), workload = COALESCE(?, workload), \
@@ -575,7 +579,7 @@ impl Store {
                evicted_at = COALESCE(?, evicted_at), finished_at = COALESCE(?, finished_at), \
                updated_at = ? \
              WHERE id = ? AND step = ? AND phase IN ('Pending', 'Running') \
-             RETURNING decision_id",
+             RETURNING decision_id, cluster",
         )
         .bind(change.step.as_deref())
         .bind(change.phase.map(MigrationPhase::as_str))
@@ -584,6 +588,7 @@ impl Store {
         .bind(change.message.as_deref())
         .bind(change.target_node.as_deref())
         .bind(change.reservation.as_deref())
+        .bind(change.reservation_kind.as_deref())
         .bind(change.reservation_released)
         .bind(change.new_pod_uid.as_deref())
         .bind(change.new_pod_name.as_deref())
@@ -598,9 +603,35 @@ impl Store {
         .bind(expect_step)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some((decision_id,)) = row else {
+        let Some((decision_id, cluster)) = row else {
             return Ok(false);
         };
+        if let Some(pod_uid) = &change.new_pod_uid {
+            sqlx::query(
+                "INSERT INTO replacement_claims (cluster, pod_uid, pod_migration_id, claimed_at) \
+                 VALUES (?, ?, ?, ?) ON CONFLICT (cluster, pod_uid) DO NOTHING",
+            )
+            .bind(&cluster)
+            .bind(pod_uid)
+            .bind(id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            let (by,): (i64,) = sqlx::query_as(
+                "SELECT pod_migration_id FROM replacement_claims WHERE cluster = ? AND pod_uid = ?",
+            )
+            .bind(&cluster)
+            .bind(pod_uid)
+            .fetch_one(&mut *tx)
+            .await?;
+            if by != id {
+                tx.rollback().await?;
+                return Err(StoreError::ReplacementClaimed {
+                    pod_uid: pod_uid.clone(),
+                    by,
+                });
+            }
+        }
         for event in &change.events {
             insert_event(&mut tx, id, event, now).await?;
         }

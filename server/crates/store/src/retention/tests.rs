@@ -760,3 +760,79 @@ async fn the_expiry_sweep_marks_every_old_proposal_once_with_one_event_each_in_b
         );
     }
 }
+
+/// A replacement pod is claimed by one pod migration only: a change naming a pod another pod
+/// migration of the cluster took applies nothing; the claim goes when its pod migration is
+/// pruned.
+#[tokio::test]
+async fn a_replacement_is_claimed_once_and_its_claim_goes_with_its_pod_migration() {
+    let (_dir, store) = open().await;
+    let (_, d) = run(&store, "c", 2, false).await;
+    let (a, b) = (approve(&store, d[0]).await, approve(&store, d[1]).await);
+    let claim = |pod: &str| MigrationChange {
+        reason: Some("PodBoundReservation".into()),
+        new_pod_uid: Some(pod.into()),
+        new_pod_name: Some(pod.trim_start_matches("uid-").into()),
+        new_pod_node: Some("n2".into()),
+        events: vec![NewEvent::normal("PodBoundReservation", pod)],
+        ..MigrationChange::default()
+    };
+    assert!(
+        store
+            .change_pod_migration(a, FIRST_STEP, &claim("uid-web-r1"))
+            .await
+            .unwrap()
+    );
+    // Claiming its own again (a resumed pod migration) is fine.
+    assert!(
+        store
+            .change_pod_migration(a, FIRST_STEP, &claim("uid-web-r1"))
+            .await
+            .unwrap()
+    );
+    match store
+        .change_pod_migration(b, FIRST_STEP, &claim("uid-web-r1"))
+        .await
+    {
+        Err(StoreError::ReplacementClaimed { pod_uid, by }) => {
+            assert_eq!((pod_uid.as_str(), by), ("uid-web-r1", a));
+        }
+        other => panic!("expected ReplacementClaimed, got {other:?}"),
+    }
+    let unchanged = store.get_pod_migration(b).await.unwrap();
+    assert_eq!(unchanged.new_pod_uid, None);
+    assert_eq!(store.pod_migration_events(b).await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .replacement_claims("east", &["uid-web-r1".into(), "uid-web-r2".into()])
+            .await
+            .unwrap(),
+        std::collections::HashMap::from([("uid-web-r1".to_owned(), a)])
+    );
+    // Another cluster's pod of the same uid is another pod.
+    assert!(
+        store
+            .replacement_claims("west", &["uid-web-r1".into()])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .change_pod_migration(b, FIRST_STEP, &claim("uid-web-r2"))
+            .await
+            .unwrap()
+    );
+
+    finish(&store, a, MigrationPhase::Succeeded, None).await;
+    let cutoffs = PruneCutoffs {
+        history: Some(now_ms() + 1),
+        ..PruneCutoffs::default()
+    };
+    prune_all(&store, PruneRule::PodMigrations, &cutoffs, 10).await;
+    assert_eq!(
+        count(&store, "replacement_claims").await,
+        1,
+        "b's claim stays"
+    );
+}
