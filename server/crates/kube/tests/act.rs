@@ -12,7 +12,7 @@ use rebalancer_backend::{
     ReservationRequest, ReservationState,
 };
 use rebalancer_kube::{ActOptions, KubeBackend, ReservationMode};
-use rebalancer_kube_fake::{EvictionOutcome, FakeApiServer, OptionalGroup};
+use rebalancer_kube_fake::{EvictionOutcome, FakeApiServer, Kubelet, OptionalGroup};
 use serde_json::json;
 
 async fn backend(world: &World, mode: ReservationMode) -> Arc<KubeBackend> {
@@ -45,11 +45,14 @@ async fn an_eviction_evicts_that_uid_writes_the_event_and_the_annotations() {
     let world = World::start(fake, fast()).await;
     let b = backend(&world, ReservationMode::Auto).await;
 
+    world.fake.set_kubelet(Kubelet::Manual);
     assert_eq!(
         b.evict(CLUSTER, &eviction("web-1")).await.unwrap(),
         EvictionResult::Evicted
     );
-    assert!(world.fake.get("v1", "Pod", "shop", "web-1").is_none());
+    // Graceful deletion: the pod terminates until its kubelet is done.
+    let terminating = world.fake.get("v1", "Pod", "shop", "web-1").unwrap();
+    assert!(terminating["metadata"]["deletionTimestamp"].is_string());
     let record = world.fake.evictions().pop().unwrap();
     assert_eq!(record.status, 201);
     assert_eq!(record.uid_precondition.as_deref(), Some("uid-shop-web-1"));
@@ -79,7 +82,8 @@ async fn an_eviction_evicts_that_uid_writes_the_event_and_the_annotations() {
     assert_eq!(event["note"], "pod is older than 60s");
     assert_eq!(event["regarding"]["uid"], "uid-shop-web-1");
 
-    // A second eviction of the same pod (a retry after a crash) finds it gone.
+    // A second eviction of the same pod (a retry after a crash, once it is gone) finds it gone.
+    assert!(world.fake.finish_termination("shop", "web-1"));
     assert_eq!(
         b.evict(CLUSTER, &eviction("web-1")).await.unwrap(),
         EvictionResult::NotFound
