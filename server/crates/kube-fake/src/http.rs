@@ -1,5 +1,6 @@
 //! The HTTP side: the accept loop (HTTP/1.1 over plain TCP), connection loss while the server
-//! is "down", routing of Kubernetes API paths, query parameters, content negotiation, the
+//! is "down", routing of Kubernetes API paths, authentication and authorization of each request
+//! before anything else (see [`crate::rbac`]), query parameters, content negotiation, the
 //! request handlers of each verb, and the rendering of objects, lists and watch streams.
 //!
 //! While down, every open connection (watch streams included) is cut and every new connection

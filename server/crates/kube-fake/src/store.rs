@@ -1297,9 +1297,12 @@ impl Store {
         uid: Option<&str>,
     ) -> bool {
         let mut inner = self.lock();
-        let key = (Box::<str>::from(namespace), Box::<str>::from(name));
+        // Whatever happens, the stand-in is done with this pod: it goes now, or it is gone,
+        // replaced, or not terminating (an in-process write took its deletion away).
+        inner
+            .terminating
+            .remove(&(Box::<str>::from(namespace), Box::<str>::from(name)));
         let Some(pod) = inner.object(PODS, namespace, name).cloned() else {
-            inner.terminating.remove(&key);
             return false;
         };
         if uid.is_some_and(|u| u != &*pod.uid)
@@ -1310,7 +1313,6 @@ impl Store {
         {
             return false;
         }
-        inner.terminating.remove(&key);
         let opts = DeleteOptions {
             uid: Some(pod.uid.to_string()),
             grace_period_seconds: Some(0),
@@ -1547,6 +1549,39 @@ mod tests {
             matches!(rx.try_recv().unwrap(), WatchItem::Event(EventType::Added, o) if o.rv == a.rv + 2)
         );
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn the_kubelet_never_finishes_a_replacement() {
+        let store = Store::default();
+        let mut bound = pod("a", json!({}));
+        bound["spec"] = json!({"nodeName": "n1"});
+        let first = store.put(pods(), bound.clone()).unwrap();
+        let dry = DeleteOptions {
+            dry_run: true,
+            ..DeleteOptions::default()
+        };
+        let preview = store.delete(pods(), "ns", "a", &dry).unwrap();
+        assert!(!preview.removed);
+        assert!(
+            store.lock().terminating.is_empty(),
+            "a dry run changes nothing"
+        );
+        store
+            .delete(pods(), "ns", "a", &DeleteOptions::default())
+            .unwrap();
+        assert!(
+            store
+                .lock()
+                .terminating
+                .contains_key(&("ns".into(), "a".into()))
+        );
+        // Replaced in process by a pod of another uid, not terminating.
+        bound["metadata"]["uid"] = json!("another");
+        store.put(pods(), bound).unwrap();
+        assert!(!store.finish_termination("ns", "a", Some(&first.uid)));
+        assert!(store.lock().terminating.is_empty());
+        assert_eq!(&*store.get(pods(), "ns", "a").unwrap().uid, "another");
     }
 
     #[test]
