@@ -137,7 +137,7 @@ fn start_fake(file: &std::path::Path) -> anyhow::Result<Fake> {
 fn kubeconfig(url: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: bench\n  cluster:\n    server: {url}\n\
-         users:\n- name: bench\n  user:\n    token: bench\ncontexts:\n- name: bench\n  context:\n    \
+         users:\n- name: bench\n  user:\n    token: fake-token\ncontexts:\n- name: bench\n  context:\n    \
          cluster: bench\n    user: bench\ncurrent-context: bench\n"
     )
 }

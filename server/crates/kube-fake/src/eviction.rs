@@ -1,24 +1,31 @@
-//! The `pods/eviction` subresource: the real server's checks (pod exists, UID precondition,
-//! PodDisruptionBudgets of the pod's namespace that select it), the PDB bookkeeping
-//! (`status.disruptionsAllowed` decremented, `status.disruptedPods` noted) and the deletion;
-//! outcomes a test scripts per pod; and the record of every eviction request.
+//! The `pods/eviction` subresource, as the real `EvictionREST.Create`: the pod must exist;
+//! pods that are Pending, Succeeded or Failed, or already terminating, are deleted without
+//! looking at PDBs (`canIgnorePDB`: so evicting a terminating pod succeeds again, 201); else the
+//! one PodDisruptionBudget of the pod's namespace whose non-empty selector matches the pod is
+//! checked and decremented (`status.disruptionsAllowed`, `status.disruptedPods`) unless the pod
+//! is not Ready and the budget is healthy anyway, and the pod is deleted through the store's
+//! delete (graceful: a running pod on a node stays, terminating). Also here: outcomes a test
+//! scripts per pod, and the record of every eviction request.
 //!
 //! As on a real server, the body is a `policy/v1` (or `v1beta1`) Eviction whose options are in
 //! `deleteOptions`; other top-level fields are dropped with a `Warning` header (kube-rs 5's
 //! `Api::evict` sends its options as `delete_options`, which a real server drops the same way).
-//! Pods that are Pending, Succeeded or Failed, or already terminating, are deleted without
-//! looking at PDBs, like the real server's `canIgnorePDB`.
+//! The UID precondition is checked by the delete, after the PDB bookkeeping, as on a real
+//! server: an eviction refused for a wrong uid has still used up one of the budget's
+//! disruptions.
+//!
+//! Must not: decide when a terminating pod goes (the kubelet stand-in does).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use crate::object::now_timestamp;
+use crate::object::{Stored, now_timestamp};
 use crate::resources::{PDBS, PODS, RESOURCES};
 use crate::selector::selector_object_matches;
 use crate::status::{self, ApiError};
-use crate::store::Store;
+use crate::store::{DeleteOptions, Inner, Store};
 
 /// What the next evictions of a pod answer (see `FakeApiServer::script_eviction`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,6 +46,8 @@ pub enum EvictionOutcome {
 pub struct EvictionRecord {
     pub namespace: String,
     pub name: String,
+    /// The uid of the pod of that name when the request came (`None` if there was none).
+    pub uid: Option<String>,
     /// `deleteOptions.preconditions.uid` of the Eviction.
     pub uid_precondition: Option<String>,
     /// `deleteOptions.gracePeriodSeconds` of the Eviction.
@@ -69,6 +78,7 @@ const EVICTION_FIELDS: &[&str] = &["apiVersion", "kind", "metadata", "deleteOpti
 #[derive(Default)]
 struct Parsed {
     uid: Option<String>,
+    resource_version: Option<String>,
     grace: Option<i64>,
     annotations: BTreeMap<String, String>,
     dry_run: bool,
@@ -106,6 +116,10 @@ fn parse_body(name: &str, namespace: &str, body: &[u8]) -> (Parsed, Result<(), A
     let options = value.get("deleteOptions");
     parsed.uid = options
         .and_then(|o| o.pointer("/preconditions/uid"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    parsed.resource_version = options
+        .and_then(|o| o.pointer("/preconditions/resourceVersion"))
         .and_then(Value::as_str)
         .map(str::to_string);
     parsed.grace = options
@@ -205,6 +219,9 @@ impl Evictions {
         dry_run: bool,
     ) -> EvictionAnswer {
         let (parsed, valid) = parse_body(name, namespace, body);
+        let uid = store
+            .get(PODS, namespace, name)
+            .map(|pod| pod.uid.to_string());
         let result = match valid {
             Ok(()) => {
                 let outcome = self
@@ -216,7 +233,13 @@ impl Evictions {
                     .unwrap_or_default();
                 match scripted_error(outcome, name) {
                     Some(err) => Err(err),
-                    None => evict_pod(store, namespace, name, &parsed, dry_run || parsed.dry_run),
+                    None => evict_pod(
+                        &mut store.lock(),
+                        namespace,
+                        name,
+                        &parsed,
+                        dry_run || parsed.dry_run,
+                    ),
                 }
             }
             Err(err) => Err(err),
@@ -231,6 +254,7 @@ impl Evictions {
             .push(EvictionRecord {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
+                uid,
                 uid_precondition: parsed.uid,
                 grace_period_seconds: parsed.grace,
                 annotations: parsed.annotations,
@@ -243,33 +267,165 @@ impl Evictions {
     }
 }
 
+/// The message of every refusal by a budget.
+const VIOLATES_BUDGET: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
+/// More `status.disruptedPods` than this and the real server refuses evictions.
+const MAX_DISRUPTED_PODS: usize = 2000;
+
+fn budget_refusal(cause: String, retry_after: u64) -> ApiError {
+    let mut err = ApiError::too_many_requests(
+        VIOLATES_BUDGET,
+        json!([{"reason": "DisruptionBudget", "message": cause}]),
+    );
+    if retry_after > 0
+        && let Some(details) = err.details.as_mut()
+    {
+        details["retryAfterSeconds"] = json!(retry_after);
+    }
+    err
+}
+
+fn pdb_forbidden(name: &str, why: &str) -> ApiError {
+    ApiError::forbidden(
+        "policy",
+        "poddisruptionbudget",
+        name,
+        format!("poddisruptionbudget.policy \"{name}\" is forbidden: {why}"),
+    )
+}
+
+fn is_ready(pod: &Value) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
+/// `checkAndDecrement` of the real server: the budget's status must be current and allow a
+/// disruption; the new status (one disruption fewer, the pod noted in `disruptedPods`).
+fn decremented(pdb: &Stored, pod_name: &str) -> Result<Value, ApiError> {
+    let mut value = pdb.value();
+    let number = |key: &str| {
+        value
+            .pointer(&format!("/status/{key}"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
+    let generation = value
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if number("observedGeneration") < generation {
+        return Err(budget_refusal(
+            format!(
+                "The disruption budget {} is still being processed by the server.",
+                pdb.name
+            ),
+            10,
+        ));
+    }
+    let allowed = number("disruptionsAllowed");
+    if allowed < 0 {
+        return Err(pdb_forbidden(
+            &pdb.name,
+            "pdb disruptions allowed is negative",
+        ));
+    }
+    let disrupted = value
+        .pointer("/status/disruptedPods")
+        .and_then(Value::as_object)
+        .map_or(0, serde_json::Map::len);
+    if disrupted > MAX_DISRUPTED_PODS {
+        return Err(pdb_forbidden(
+            &pdb.name,
+            "DisruptedPods map too big - too many evictions not confirmed by PDB controller",
+        ));
+    }
+    if allowed == 0 {
+        return Err(budget_refusal(
+            format!(
+                "The disruption budget {} needs {} healthy pods and has {} currently",
+                pdb.name,
+                number("desiredHealthy"),
+                number("currentHealthy")
+            ),
+            0,
+        ));
+    }
+    let observed = number("observedGeneration");
+    if !value.get("status").is_some_and(Value::is_object) {
+        value["status"] = json!({});
+    }
+    let status = &mut value["status"];
+    status["disruptionsAllowed"] = json!(allowed - 1);
+    if allowed == 1 {
+        set_disruption_allowed_false(status, observed);
+    }
+    if !status.get("disruptedPods").is_some_and(Value::is_object) {
+        status["disruptedPods"] = json!({});
+    }
+    status["disruptedPods"][pod_name] = json!(now_timestamp());
+    Ok(value)
+}
+
+/// The `DisruptionAllowed` condition set to False, as the eviction handler does when it takes
+/// the last allowed disruption.
+fn set_disruption_allowed_false(status: &mut Value, observed_generation: i64) {
+    if !status.get("conditions").is_some_and(Value::is_array) {
+        status["conditions"] = json!([]);
+    }
+    let Some(conditions) = status["conditions"].as_array_mut() else {
+        return;
+    };
+    let condition = json!({
+        "type": "DisruptionAllowed",
+        "status": "False",
+        "reason": "InsufficientPods",
+        "message": "",
+        "observedGeneration": observed_generation,
+        "lastTransitionTime": now_timestamp(),
+    });
+    match conditions
+        .iter_mut()
+        .find(|c| c["type"] == "DisruptionAllowed")
+    {
+        Some(existing) => {
+            let transition = if existing["status"] == "False" {
+                existing["lastTransitionTime"].clone()
+            } else {
+                condition["lastTransitionTime"].clone()
+            };
+            *existing = condition;
+            existing["lastTransitionTime"] = transition;
+        }
+        None => conditions.push(condition),
+    }
+}
+
 /// The real behaviour, atomically under the store's lock.
 fn evict_pod(
-    store: &Store,
+    inner: &mut Inner,
     namespace: &str,
     name: &str,
     parsed: &Parsed,
     dry_run: bool,
 ) -> Result<Value, ApiError> {
     let pods = &RESOURCES[PODS];
-    let mut inner = store.lock();
     let pod = inner
         .object(PODS, namespace, name)
         .cloned()
         .ok_or_else(|| ApiError::not_found(pods, name))?;
-    if let Some(uid) = parsed.uid.as_deref().filter(|u| *u != &*pod.uid) {
-        return Err(ApiError::conflict_named(
-            "Pod",
-            pods,
-            name,
-            &format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                pod.uid
-            ),
-        ));
-    }
-    let terminating = pod
-        .value()
+    let opts = DeleteOptions {
+        uid: parsed.uid.clone(),
+        resource_version: parsed.resource_version.clone(),
+        grace_period_seconds: parsed.grace,
+        dry_run,
+    };
+    let pod_value = pod.value();
+    let terminating = pod_value
         .pointer("/metadata/deletionTimestamp")
         .is_some_and(|t| !t.is_null());
     let ignore_pdb = terminating
@@ -278,59 +434,52 @@ fn evict_pod(
             Some("Pending" | "Succeeded" | "Failed")
         );
     if !ignore_pdb {
-        let budgets: Vec<_> = inner
+        // A budget with a missing or empty selector matches nothing here (unlike in the
+        // disruption controller), as in the real eviction handler.
+        let budgets: Vec<Arc<Stored>> = inner
             .in_namespace(PDBS, namespace)
             .filter(|pdb| {
-                selector_object_matches(pdb.value().pointer("/spec/selector"), &pod.labels)
+                let selector = pdb.value().pointer("/spec/selector").cloned();
+                let empty = selector
+                    .as_ref()
+                    .and_then(Value::as_object)
+                    .is_none_or(|s| {
+                        ["matchLabels", "matchExpressions"].iter().all(|k| {
+                            s.get(*k).is_none_or(|v| {
+                                v.as_object().is_some_and(serde_json::Map::is_empty)
+                                    || v.as_array().is_some_and(Vec::is_empty)
+                                    || v.is_null()
+                            })
+                        })
+                    });
+                !empty && selector_object_matches(selector.as_ref(), &pod.labels)
             })
             .cloned()
             .collect();
         if budgets.len() > 1 {
-            return Err(ApiError::internal(
+            return Err(ApiError::plain(
+                500,
                 "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
             ));
         }
         if let Some(pdb) = budgets.first() {
-            let mut value = pdb.value();
+            let pdb_value = pdb.value();
             let number = |key: &str| {
-                value
+                pdb_value
                     .pointer(&format!("/status/{key}"))
                     .and_then(Value::as_i64)
                     .unwrap_or(0)
             };
-            let allowed = number("disruptionsAllowed");
-            if allowed < 1 {
-                return Err(ApiError::too_many_requests(
-                    "Cannot evict pod as it would violate the pod's disruption budget.",
-                    json!([{
-                        "reason": "DisruptionBudget",
-                        "message": format!(
-                            "The disruption budget {} needs {} healthy pods and has {} currently",
-                            pdb.name,
-                            number("desiredHealthy"),
-                            number("currentHealthy")
-                        ),
-                    }]),
-                ));
-            }
-            if !dry_run {
-                if !value.get("status").is_some_and(Value::is_object) {
-                    value["status"] = json!({});
+            let (current, desired) = (number("currentHealthy"), number("desiredHealthy"));
+            let unready_and_healthy = !is_ready(&pod_value) && current >= desired && desired > 0;
+            if !unready_and_healthy {
+                let status = decremented(pdb, name)?;
+                if !dry_run {
+                    inner.replace(PDBS, pdb, status);
                 }
-                value["status"]["disruptionsAllowed"] = json!(allowed - 1);
-                if !value["status"]
-                    .get("disruptedPods")
-                    .is_some_and(Value::is_object)
-                {
-                    value["status"]["disruptedPods"] = json!({});
-                }
-                value["status"]["disruptedPods"][name] = json!(now_timestamp());
-                inner.replace(PDBS, pdb, value);
             }
         }
     }
-    if !dry_run {
-        inner.remove(PODS, &pod);
-    }
+    inner.delete(PODS, &pod, &opts)?;
     Ok(status::success(201, None))
 }

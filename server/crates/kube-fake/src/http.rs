@@ -1,12 +1,13 @@
 //! The HTTP side: the accept loop (HTTP/1.1 over plain TCP), connection loss while the server
-//! is "down", routing of Kubernetes API paths, query parameters, content negotiation, the
+//! is "down", routing of Kubernetes API paths, authentication and authorization of each request
+//! before anything else (see [`crate::rbac`]), query parameters, content negotiation, the
 //! request handlers of each verb, and the rendering of objects, lists and watch streams.
 //!
 //! While down, every open connection (watch streams included) is cut and every new connection
 //! is accepted and closed at once without an answer: kube-rs sees a connection failure (which
 //! its retry layer does not retry, unlike a 503), and watch streams end mid-body.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,11 +30,12 @@ use tokio::task::JoinSet;
 use crate::eviction::Evictions;
 use crate::object::Stored;
 use crate::patch::PatchKind;
+use crate::rbac::{self, Attributes, Caller, Principal};
 use crate::resources::{self, RESOURCES, ResourceType, TypeId};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{self, ApiError};
 use crate::store::{DeleteOptions, Filter, ListOptions, Store, WatchItem, WatchOptions, Writer};
-use crate::{Access, OptionalGroup};
+use crate::{Access, Kubelet, OptionalGroup};
 
 /// Largest request body accepted.
 const MAX_BODY: usize = 64 << 20;
@@ -46,8 +48,15 @@ type Body = BoxBody<Bytes, Infallible>;
 pub(crate) struct Shared {
     pub store: Store,
     pub evictions: Evictions,
+    pub kubelet: Mutex<Kubelet>,
     pub enabled: Mutex<Vec<OptionalGroup>>,
     pub accesses: Mutex<BTreeSet<Access>>,
+    /// The accesses of each bearer token (`""`: requests without one).
+    pub accesses_by: Mutex<HashMap<String, BTreeSet<Access>>>,
+    /// Requests RBAC denied, with their namespace (`""` when cluster-scoped).
+    pub denied: Mutex<Vec<(Access, String)>>,
+    /// Service accounts by bearer token.
+    pub accounts: Mutex<HashMap<String, Arc<Principal>>>,
     pub requests: AtomicU64,
     /// `true` while the server plays connection loss.
     pub down: watch::Sender<bool>,
@@ -59,12 +68,23 @@ impl Shared {
         Shared {
             store: Store::default(),
             evictions: Evictions::default(),
+            kubelet: Mutex::new(Kubelet::default()),
             enabled: Mutex::new(groups.to_vec()),
             accesses: Mutex::new(BTreeSet::new()),
+            accesses_by: Mutex::new(HashMap::new()),
+            denied: Mutex::new(Vec::new()),
+            accounts: Mutex::new(HashMap::new()),
             requests: AtomicU64::new(0),
             down: watch::channel(false).0,
             addr,
         }
+    }
+
+    pub(crate) fn kubelet(&self) -> Kubelet {
+        *self
+            .kubelet
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn enabled(&self) -> Vec<OptionalGroup> {
@@ -74,16 +94,46 @@ impl Shared {
             .clone()
     }
 
-    fn record(&self, verb: &str, group: &str, resource: &str, subresource: &str) {
+    fn record(&self, token: &str, access: &Access) {
         self.accesses
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(Access {
-                verb: verb.to_string(),
-                group: group.to_string(),
-                resource: resource.to_string(),
-                subresource: subresource.to_string(),
-            });
+            .insert(access.clone());
+        self.accesses_by
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(token.to_string())
+            .or_default()
+            .insert(access.clone());
+    }
+
+    /// The bearer token of a request (`""` if none) and who it is.
+    fn caller(&self, headers: &http::HeaderMap) -> (String, Caller) {
+        let Some(value) = headers.get(header::AUTHORIZATION) else {
+            return (String::new(), Caller::Admin);
+        };
+        let Some(token) = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+        else {
+            return (String::new(), Caller::Unknown);
+        };
+        let caller = if token == rbac::ADMIN_TOKEN {
+            Caller::Admin
+        } else {
+            match self
+                .accounts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(token)
+            {
+                Some(principal) => Caller::Account(principal.clone()),
+                None => Caller::Unknown,
+            }
+        };
+        (token.to_string(), caller)
     }
 }
 
@@ -158,7 +208,19 @@ fn raw_response(status: u16, body: Vec<u8>) -> Response<Body> {
 }
 
 fn error_response(err: &ApiError) -> Response<Body> {
-    json_response(err.code, &err.to_status())
+    let mut response = json_response(err.code, &err.to_status());
+    // The real server's response writer sends a Retry-After with a status that suggests one.
+    if let Some(seconds) = err
+        .details
+        .as_ref()
+        .and_then(|d| d.get("retryAfterSeconds"))
+        .and_then(Value::as_u64)
+        .filter(|s| *s > 0)
+        && let Ok(v) = HeaderValue::from_str(&seconds.to_string())
+    {
+        response.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    response
 }
 
 /// Query parameters, decoded.
@@ -300,7 +362,22 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         .unwrap_or("")
         .to_string();
     let enabled = shared.enabled();
-    match route(req.uri().path()) {
+    let (token, caller) = shared.caller(req.headers());
+    let path = req.uri().path().to_string();
+    let route = route(&path);
+    if !matches!(route, Route::Resource(_)) {
+        match &caller {
+            Caller::Unknown => return error_response(&ApiError::unauthorized()),
+            Caller::Account(principal)
+                if !(req.method() == Method::GET && rbac::discovery_path(&path)) =>
+            {
+                let verb = req.method().as_str().to_ascii_lowercase();
+                return error_response(&rbac::forbidden_path(&principal.user, &verb, &path));
+            }
+            Caller::Account(_) | Caller::Admin => {}
+        }
+    }
+    match route {
         Route::Version => json_response(200, &resources::version_info()),
         Route::Health => full(StatusCode::OK, "text/plain", b"ok".to_vec()),
         Route::CoreVersions if resources::wants_aggregated(&accept) => aggregated(&enabled, true),
@@ -337,6 +414,8 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("")
                     .to_string(),
+                token,
+                caller,
             };
             request.serve(body, &enabled).await
         }
@@ -364,6 +443,8 @@ struct ResourceRequest<'a> {
     query: Query,
     meta_only: bool,
     user_agent: String,
+    token: String,
+    caller: Caller,
 }
 
 /// What a resource handler answers.
@@ -385,12 +466,16 @@ impl ResourceRequest<'_> {
         let Some(verb) = verb_of(&self.method, target, watch) else {
             return error_response(&ApiError::method_not_allowed());
         };
-        self.shared.record(
-            verb,
-            &target.group,
-            &target.resource,
-            target.subresource.as_deref().unwrap_or(""),
-        );
+        let access = Access {
+            verb: verb.to_string(),
+            group: target.group.clone(),
+            resource: target.resource.clone(),
+            subresource: target.subresource.clone().unwrap_or_default(),
+        };
+        self.shared.record(&self.token, &access);
+        if let Err(e) = self.authorize(verb, access) {
+            return error_response(&e);
+        }
         let body = match Limited::new(body, MAX_BODY).collect().await {
             Ok(collected) => collected.to_bytes(),
             Err(_) => return error_response(&ApiError::too_large("the request body is too large")),
@@ -422,6 +507,49 @@ impl ResourceRequest<'_> {
             }
             Err(e) => error_response(&e),
         }
+    }
+
+    /// Authentication and RBAC, before anything else (as on a real server, a denied request
+    /// learns nothing, not even whether the resource exists).
+    fn authorize(&self, verb: &str, access: Access) -> Result<(), ApiError> {
+        let principal = match &self.caller {
+            Caller::Admin => return Ok(()),
+            Caller::Unknown => return Err(ApiError::unauthorized()),
+            Caller::Account(principal) => principal,
+        };
+        let t = &self.target;
+        let name = match t.name.as_deref() {
+            Some(name) => name,
+            None if matches!(verb, "list" | "watch") => self
+                .query
+                .get("fieldSelector")
+                .and_then(rbac::selector_name)
+                .unwrap_or(""),
+            None => "",
+        };
+        // A namespace's own URL is in that namespace, as the real request info has it.
+        let namespace = match (&t.namespace, t.group.as_str(), t.resource.as_str()) {
+            (Some(ns), _, _) => ns.as_str(),
+            (None, "", "namespaces") => name,
+            (None, _, _) => "",
+        };
+        let attributes = Attributes {
+            verb,
+            group: &t.group,
+            resource: &t.resource,
+            subresource: t.subresource.as_deref().unwrap_or(""),
+            namespace,
+            name,
+        };
+        if principal.allows(&attributes) {
+            return Ok(());
+        }
+        self.shared
+            .denied
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((access, namespace.to_string()));
+        Err(rbac::forbidden(&principal.user, &attributes))
     }
 
     fn render(&self, object: &Stored) -> Vec<u8> {
@@ -557,8 +685,14 @@ impl ResourceRequest<'_> {
             }
             "delete" => {
                 let opts = self.delete_options(body)?;
-                let gone = store.delete(tid, namespace, name, &opts)?;
-                if matches!(rt.plural, "pods" | "namespaces") && rt.group.is_empty() {
+                let deletion = store.delete(tid, namespace, name, &opts)?;
+                let gone = deletion.object;
+                // Pods and namespaces answer with the object; other kinds with a Status once
+                // removed, and with the object while finalizers hold it (the real store's
+                // update path).
+                let returns_object =
+                    matches!(rt.plural, "pods" | "namespaces") && rt.group.is_empty();
+                if returns_object || !deletion.removed {
                     Ok(Answer::Object(200, gone))
                 } else {
                     let mut details =
@@ -572,7 +706,7 @@ impl ResourceRequest<'_> {
             "deletecollection" => {
                 let filter = self.filter(rt)?;
                 let opts = self.delete_options(body)?;
-                let gone = store.delete_collection(tid, &filter, opts.dry_run);
+                let gone = store.delete_collection(tid, &filter, &opts)?;
                 Ok(Answer::Raw(self.render_list(
                     rt,
                     &gone,
@@ -619,8 +753,19 @@ impl ResourceRequest<'_> {
     }
 
     fn delete_options(&self, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+        let grace = self
+            .query
+            .get("gracePeriodSeconds")
+            .filter(|g| !g.is_empty())
+            .map(|g| {
+                g.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid value {g:?} for gracePeriodSeconds"))
+                })
+            })
+            .transpose()?;
         let mut opts = DeleteOptions {
             dry_run: self.query.dry_run()?,
+            grace_period_seconds: grace,
             ..DeleteOptions::default()
         };
         if body.iter().all(u8::is_ascii_whitespace) {
@@ -636,6 +781,9 @@ impl ResourceRequest<'_> {
         };
         opts.uid = text("/preconditions/uid");
         opts.resource_version = text("/preconditions/resourceVersion");
+        if let Some(grace) = value.get("gracePeriodSeconds").and_then(Value::as_i64) {
+            opts.grace_period_seconds = Some(grace);
+        }
         if value
             .get("dryRun")
             .and_then(Value::as_array)

@@ -5,7 +5,8 @@
 //!
 //! [`FakeApiServer`] is the handle: it starts the server, and lets a test read and write objects
 //! directly (each write emitting watch events), forget watch history, send bookmarks, simulate
-//! connection loss, script evictions and inspect what the client did.
+//! connection loss, script evictions, drive the kubelet stand-in and node heartbeats, register
+//! RBAC-restricted service accounts, and inspect what the client did.
 //!
 //! Served always: core v1 `nodes`, `pods` (+ `pods/eviction`, `pods/status`), `namespaces`,
 //! `persistentvolumeclaims`, `events`; `policy/v1 poddisruptionbudgets`;
@@ -13,8 +14,32 @@
 //! `events.k8s.io/v1 events`; plus the [`OptionalGroup`]s enabled. Core and `events.k8s.io`
 //! events are two separate stores (no conversion between them).
 //!
+//! As strict as a real server where a client can trip: graceful deletion of pods bound to a node
+//! (`deletionTimestamp`, a second delete only shortens the grace; the [`Kubelet`] stand-in
+//! removes them, 300 ms after the delete by default) and finalizers holding any kind;
+//! the eviction subresource's rules (`canIgnorePDB`, so a terminating pod is evicted again with
+//! 201; budgets not yet processed, negative, or with an empty selector; unready pods);
+//! AlreadyExists; each registry's field selector keys (400 for others); update rules that keep
+//! `deletionTimestamp`, `generation` (kept for PodDisruptionBudgets and custom kinds) and
+//! forbid new finalizers on an object being deleted; bearer tokens and RBAC from a manifest
+//! ([`FakeApiServer::add_service_account`]).
+//!
 //! Where it knowingly differs from a real server:
-//! - deletes are immediate (no graceful termination, finalizers ignored, no namespace cleanup);
+//! - the in-process [`FakeApiServer::delete`] removes at once (a force delete), whatever the
+//!   grace period or finalizers; in-process [`FakeApiServer::apply`] and
+//!   [`FakeApiServer::set_status`] write what they are given (no update rules) and a pod
+//!   given a `deletionTimestamp` that way is not finished by the kubelet stand-in;
+//! - deleting a namespace does not delete its contents, and namespaces have no
+//!   `spec.finalizers`; no garbage collection of dependents (`ownerReferences`,
+//!   `propagationPolicy` are ignored);
+//! - a pod without `spec.terminationGracePeriodSeconds` gets 30 s (the real server defaults the
+//!   field on creation; the fake does not write it into the pod);
+//! - the kubelet stand-in only deletes: no container status or phase changes while a pod
+//!   terminates;
+//! - requests without a token, and with `fake-token`, are allowed everything (a real server
+//!   would treat the first as `system:anonymous`); RBAC knows only the roles of the manifests
+//!   given (no built-in roles but discovery, no aggregated ClusterRoles, no Users or Groups
+//!   beyond the service account's own);
 //! - strategic merge patch is applied as a JSON merge patch (lists replaced, no `$patch`
 //!   directives); server-side apply merges the configuration like a merge patch, with a
 //!   simplified per-leaf field ownership that yields 409 conflicts between managers but no
@@ -23,8 +48,11 @@
 //!   reports the first page's resourceVersion so a watch from it replays what changed meanwhile;
 //! - watch history keeps 200,000 events per resource type; bookmarks are sent only on
 //!   [`FakeApiServer::bookmark`], not periodically;
-//! - `metadata.generation`, admission and validation are not modelled; namespaces need not
+//! - `metadata.generation` is kept only for PodDisruptionBudgets and custom kinds; admission
+//!   and validation are not modelled (beyond the update rules above); namespaces need not
 //!   exist;
+//! - node heartbeats happen only on [`FakeApiServer::heartbeat_nodes`] or after
+//!   [`FakeApiServer::start_heartbeats`], and do not renew node Leases;
 //! - while [`FakeApiServer::set_down`] is on, connections are accepted and closed at once.
 //!
 //! Two things of kube-rs 5 that tests meet here as against a real server: its default retry
@@ -35,15 +63,18 @@
 //! `Api::create_subresource("eviction", ..)`).
 //!
 //! Modules: `resources` (the resource table and discovery), `http` (accept loop, routing,
-//! handlers, rendering), `store` (objects, history, watches), `object` (stored-object layout and
-//! bulk loading), `ownership` (server-side apply field managers), `eviction`, `patch`,
-//! `selector`, `status` (error `Status` objects).
+//! authentication, handlers, rendering), `rbac` (tokens, manifests, authorization), `store`
+//! (objects, history, watches, deletion), `object` (stored-object layout and bulk loading),
+//! `ownership` (server-side apply field managers), `eviction`, `kubelet` (the kubelet
+//! stand-in and heartbeats), `patch`, `selector`, `status` (error `Status` objects).
 
 mod eviction;
 mod http;
+mod kubelet;
 mod object;
 mod ownership;
 mod patch;
+mod rbac;
 mod resources;
 mod selector;
 mod status;
@@ -54,6 +85,7 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -61,6 +93,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use eviction::{EvictionOutcome, EvictionRecord};
+pub use kubelet::Kubelet;
 
 use crate::http::Shared;
 
@@ -113,9 +146,11 @@ pub struct Access {
 
 struct Handle {
     shared: Arc<Shared>,
-    /// Dropping it (with the last handle) stops the server task.
+    /// Dropping it (with the last handle) stops the server task and the background tasks.
     stop: watch::Sender<()>,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// The kubelet stand-in and heartbeats.
+    background: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// A running fake API server. Clones share the server; it stops when the last clone is dropped
@@ -166,12 +201,14 @@ impl FakeApiServer {
         let listener = TcpListener::bind(addr).await?;
         let shared = Arc::new(Shared::new(listener.local_addr()?, groups));
         let (stop, stopped) = watch::channel(());
+        let kubelet = tokio::spawn(kubelet::run(shared.clone(), stop.subscribe()));
         let task = tokio::spawn(http::serve(listener, shared.clone(), stopped));
         Ok(FakeApiServer {
             handle: Arc::new(Handle {
                 shared,
                 stop,
                 task: Mutex::new(Some(task)),
+                background: Mutex::new(vec![kubelet]),
             }),
         })
     }
@@ -186,13 +223,20 @@ impl FakeApiServer {
     }
 
     /// A kubeconfig whose cluster, user and context are all named `context` (the current
-    /// context), pointing at [`url`](Self::url) with the bearer token `fake-token`.
+    /// context), pointing at [`url`](Self::url) with the bearer token `fake-token`, which is
+    /// allowed everything.
     pub fn kubeconfig(&self, context: &str) -> String {
+        self.kubeconfig_with_token(context, rbac::ADMIN_TOKEN)
+    }
+
+    /// [`kubeconfig`](Self::kubeconfig) with another bearer token, e.g. one registered with
+    /// [`add_service_account`](Self::add_service_account).
+    pub fn kubeconfig_with_token(&self, context: &str, token: &str) -> String {
         let config = json!({
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": context, "cluster": {"server": self.url()}}],
-            "users": [{"name": context, "user": {"token": "fake-token"}}],
+            "users": [{"name": context, "user": {"token": token}}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context, "namespace": "default"}}],
             "current-context": context,
         });
@@ -279,7 +323,8 @@ impl FakeApiServer {
             .collect()
     }
 
-    /// Deletes an object (emitting DELETED); returns its final state.
+    /// Removes an object at once (emitting DELETED), whatever its finalizers or grace period:
+    /// tests use it for "the object is gone" (a force delete). Returns its final state.
     ///
     /// # Panics
     /// If the kind is not one the fake knows.
@@ -345,6 +390,76 @@ impl FakeApiServer {
         self.shared().evictions.records()
     }
 
+    /// How many evictions succeeded (201) whose target pod had this uid when they were made.
+    /// More than one is a double eviction (an eviction of a pod already terminating succeeds
+    /// again on a real server).
+    pub fn evictions_of(&self, uid: &str) -> usize {
+        self.evictions()
+            .iter()
+            .filter(|r| r.status == 201 && r.uid.as_deref() == Some(uid))
+            .count()
+    }
+
+    /// Every stored `events.k8s.io/v1` Event whose `regarding.uid`, and every core v1 Event
+    /// whose `involvedObject.uid`, is `uid`.
+    pub fn events_about(&self, uid: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        for (api_version, pointer) in [
+            ("events.k8s.io/v1", "/regarding/uid"),
+            ("v1", "/involvedObject/uid"),
+        ] {
+            out.extend(
+                self.list(api_version, "Event")
+                    .into_iter()
+                    .filter(|e| e.pointer(pointer).and_then(Value::as_str) == Some(uid)),
+            );
+        }
+        out
+    }
+
+    /// How the kubelet stand-in finishes pods in graceful termination from now on (default
+    /// [`Kubelet::After`] 300 ms). Pods already terminating follow the new mode.
+    pub fn set_kubelet(&self, kubelet: Kubelet) {
+        *self
+            .shared()
+            .kubelet
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = kubelet;
+        self.shared().store.lock().kubelet_wake.notify_one();
+    }
+
+    /// Finishes the graceful termination of a pod now, as its kubelet would (a delete with
+    /// grace 0): emits DELETED and returns `true`, unless there is no such pod, it is not
+    /// terminating, or finalizers still hold it (then it stays with
+    /// `deletionGracePeriodSeconds` 0 until an update empties them).
+    pub fn finish_termination(&self, namespace: &str, name: &str) -> bool {
+        self.shared()
+            .store
+            .finish_termination(namespace, name, None)
+    }
+
+    /// A node status heartbeat, as every kubelet sends: each node's
+    /// `status.conditions[*].lastHeartbeatTime` becomes now (nothing else changes), emitting
+    /// MODIFIED at a new resourceVersion. Nodes without conditions are left alone. Returns how
+    /// many nodes were updated.
+    pub fn heartbeat_nodes(&self) -> usize {
+        self.shared().store.heartbeat_nodes()
+    }
+
+    /// [`heartbeat_nodes`](Self::heartbeat_nodes) every `interval`, until the server stops.
+    pub fn start_heartbeats(&self, interval: Duration) {
+        let task = tokio::spawn(kubelet::heartbeats(
+            self.handle.shared.clone(),
+            interval,
+            self.handle.stop.subscribe(),
+        ));
+        self.handle
+            .background
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(task);
+    }
+
     /// Every (verb, group, resource, subresource) requested so far, failures included.
     /// Discovery and other non-resource paths are not recorded.
     pub fn accesses(&self) -> BTreeSet<Access> {
@@ -353,6 +468,59 @@ impl FakeApiServer {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// Registers service account `namespace/name` with bearer `token`, authorized from now on
+    /// by the RBAC rules an RBAC manifest (a YAML stream of ClusterRoles, Roles,
+    /// ClusterRoleBindings and RoleBindings) binds to it, like Kubernetes RBAC; denied requests
+    /// answer the real 403. Registering the token again replaces its grants. Tokens nobody
+    /// registered answer 401; no token and `fake-token` are allowed everything.
+    ///
+    /// # Errors
+    /// A manifest that does not parse, or that binds the account to a role it does not define,
+    /// with the document at fault.
+    pub fn add_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+        token: &str,
+        rbac_yaml: &str,
+    ) -> Result<(), String> {
+        if token == rbac::ADMIN_TOKEN || token.is_empty() {
+            return Err(format!(
+                "service account {namespace}/{name}: the token {token:?} is reserved (it is the unrestricted user's)"
+            ));
+        }
+        let principal = rbac::principal(namespace, name, rbac_yaml)
+            .map_err(|e| format!("service account {namespace}/{name}: {e}"))?;
+        self.shared()
+            .accounts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(token.to_string(), Arc::new(principal));
+        Ok(())
+    }
+
+    /// Every request RBAC denied so far (403), in order, with its namespace (`""` when
+    /// cluster-scoped).
+    pub fn denied(&self) -> Vec<(Access, String)> {
+        self.shared()
+            .denied
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// [`accesses`](Self::accesses) of the requests bearing this token (`""`: those without
+    /// a token).
+    pub fn accesses_by(&self, token: &str) -> BTreeSet<Access> {
+        self.shared()
+            .accesses_by
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(token)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// HTTP requests received so far (discovery included; not connections refused while down).
@@ -369,10 +537,17 @@ impl FakeApiServer {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
-        if let Some(task) = task
-            && let Err(e) = task.await
-        {
-            tracing::warn!("kube-fake server task failed: {e}");
+        let background = std::mem::take(
+            &mut *self
+                .handle
+                .background
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for task in task.into_iter().chain(background) {
+            if let Err(e) = task.await {
+                tracing::warn!("kube-fake server task failed: {e}");
+            }
         }
     }
 }

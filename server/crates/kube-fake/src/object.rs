@@ -18,7 +18,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::resources::{self, RESOURCES, TypeId};
-use crate::selector::Field;
+use crate::selector;
 
 /// One stored object (or one version of it, in watch history).
 #[derive(Debug)]
@@ -73,14 +73,16 @@ impl Stored {
         serde_json::from_slice(&self.raw).unwrap_or(Value::Null)
     }
 
-    /// The object's value of a field-selector field; `""` when unset.
-    pub(crate) fn field(&self, field: Field) -> &str {
-        match field {
-            Field::Name => &self.name,
-            Field::Namespace => &self.namespace,
-            Field::NodeName => self.node_name.as_deref().unwrap_or(""),
-            Field::Phase => self.phase.as_deref().unwrap_or(""),
-        }
+    /// The object's value of a field-selector key (see [`selector::field_value`]); the keys
+    /// kept parsed are answered without parsing the object.
+    pub(crate) fn field(&self, key: &str) -> Cow<'_, str> {
+        Cow::Borrowed(match key {
+            "metadata.name" => &self.name,
+            "metadata.namespace" => &self.namespace,
+            "spec.nodeName" => self.node_name.as_deref().unwrap_or(""),
+            "status.phase" => self.phase.as_deref().unwrap_or(""),
+            other => return Cow::Owned(selector::field_value(&self.value(), other)),
+        })
     }
 
     /// The same object at another resourceVersion (a DELETED event carries the deletion's).
@@ -151,10 +153,21 @@ pub(crate) fn name_suffix() -> String {
 
 /// Now, as the API server writes `creationTimestamp` (RFC 3339, seconds, UTC).
 pub(crate) fn now_timestamp() -> String {
-    let now = time::OffsetDateTime::now_utc();
+    format_timestamp(time::OffsetDateTime::now_utc())
+}
+
+/// Parses an RFC 3339 timestamp as the server writes them.
+pub(crate) fn parse_timestamp(text: &str) -> Option<time::OffsetDateTime> {
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()
+}
+
+/// Formats a time as the server writes timestamps (RFC 3339, seconds, UTC).
+pub(crate) fn format_timestamp(at: time::OffsetDateTime) -> String {
     let format =
         time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    now.format(&format).unwrap_or_default()
+    at.to_offset(time::UtcOffset::UTC)
+        .format(&format)
+        .unwrap_or_default()
 }
 
 /// Fills what the server assigns on creation into `metadata`: name from `generateName`, uid and
@@ -269,6 +282,9 @@ pub(crate) fn prepare_item(item: &RawValue, rv: u64) -> Result<(TypeId, Stored),
         .to_string();
     if !fill_create_metadata(&mut meta, rt.namespaced, &namespace) {
         return Err("neither metadata.name nor metadata.generateName".to_string());
+    }
+    if rt.generation && !meta.contains_key("generation") {
+        meta.insert("generation".into(), 1.into());
     }
     meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
     let meta_value = Value::Object(meta);

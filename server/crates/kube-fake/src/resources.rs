@@ -29,12 +29,40 @@ pub(crate) const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// Field selector keys every resource supports.
 const META_FIELDS: &[&str] = &["metadata.name", "metadata.namespace"];
-/// Field selector keys of pods (a subset of the real server's: the ones the fake keeps parsed).
+/// Field selector keys of pods (the real field label conversion; `spec.host` is accepted as
+/// `spec.nodeName`).
 const POD_FIELDS: &[&str] = &[
     "metadata.name",
     "metadata.namespace",
     "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
     "status.phase",
+    "status.podIP",
+    "status.podIPs",
+    "status.nominatedNodeName",
+];
+/// Field selector keys of nodes: no `metadata.namespace`, as on a real server.
+const NODE_FIELDS: &[&str] = &["metadata.name", "spec.unschedulable"];
+/// Field selector keys of namespaces.
+const NAMESPACE_FIELDS: &[&str] = &["metadata.name", "status.phase"];
+/// Field selector keys of core v1 events (events.k8s.io/v1 has only [`META_FIELDS`]).
+const EVENT_FIELDS: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+    "metadata.namespace",
+    "metadata.name",
 ];
 
 /// One served resource type.
@@ -63,6 +91,9 @@ pub(crate) struct ResourceType {
     pub optional: Option<OptionalGroup>,
     /// Field selector keys accepted.
     pub fields: &'static [&'static str],
+    /// `metadata.generation` is kept: 1 on creation, bumped when anything but `metadata` and
+    /// `status` changes (PodDisruptionBudgets and custom resources, as on a real server).
+    pub generation: bool,
 }
 
 impl ResourceType {
@@ -114,6 +145,7 @@ const fn core(
         create_on_update: false,
         optional: None,
         fields: META_FIELDS,
+        generation: false,
     }
 }
 
@@ -137,6 +169,7 @@ pub(crate) static RESOURCES: &[ResourceType] = &[
     ResourceType {
         short_names: &["no"],
         status: true,
+        fields: NODE_FIELDS,
         ..core("nodes", "node", "Node", false)
     },
     ResourceType {
@@ -150,6 +183,7 @@ pub(crate) static RESOURCES: &[ResourceType] = &[
         short_names: &["ns"],
         status: true,
         verbs: NAMESPACE_VERBS,
+        fields: NAMESPACE_FIELDS,
         ..core("namespaces", "namespace", "Namespace", false)
     },
     ResourceType {
@@ -165,11 +199,13 @@ pub(crate) static RESOURCES: &[ResourceType] = &[
     ResourceType {
         short_names: &["ev"],
         create_on_update: true,
+        fields: EVENT_FIELDS,
         ..core("events", "event", "Event", true)
     },
     ResourceType {
         short_names: &["pdb"],
         status: true,
+        generation: true,
         ..grouped(
             "policy",
             "v1",
@@ -224,6 +260,7 @@ pub(crate) static RESOURCES: &[ResourceType] = &[
         short_names: &["nm"],
         status: true,
         builtin: false,
+        generation: true,
         optional: Some(OptionalGroup::NodeMetric),
         ..grouped(
             "slo.koordinator.sh",
@@ -237,6 +274,7 @@ pub(crate) static RESOURCES: &[ResourceType] = &[
     ResourceType {
         short_names: &["node-res-topo"],
         builtin: false,
+        generation: true,
         optional: Some(OptionalGroup::NodeResourceTopology),
         ..grouped(
             "topology.node.k8s.io",
@@ -251,6 +289,7 @@ pub(crate) static RESOURCES: &[ResourceType] = &[
         short_names: &["reserv"],
         status: true,
         builtin: false,
+        generation: true,
         optional: Some(OptionalGroup::Reservation),
         ..grouped(
             "scheduling.koordinator.sh",
@@ -266,6 +305,8 @@ pub(crate) static RESOURCES: &[ResourceType] = &[
 /// Index of a resource type in [`RESOURCES`].
 pub(crate) type TypeId = usize;
 
+/// Core v1 nodes in [`RESOURCES`].
+pub(crate) const NODES: TypeId = 0;
 /// Core v1 pods in [`RESOURCES`].
 pub(crate) const PODS: TypeId = 1;
 /// policy/v1 poddisruptionbudgets in [`RESOURCES`].
@@ -503,6 +544,7 @@ mod tests {
         }
         assert_eq!(by_kind("v1", "Nope"), None);
         assert_eq!(by_kind("v1", "Pod"), Some(PODS));
+        assert_eq!(by_kind("v1", "Node"), Some(NODES));
         assert_eq!(by_kind("policy/v1", "PodDisruptionBudget"), Some(PDBS));
     }
 

@@ -2,6 +2,8 @@
 //! way the real API server does, matching them against stored objects, and matching a
 //! `meta/v1` `LabelSelector` object (a PodDisruptionBudget's `spec.selector`) against labels.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 /// One requirement of a label selector.
@@ -148,34 +150,18 @@ impl LabelSelector {
     }
 }
 
-/// The object fields a field selector can test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Field {
-    Name,
-    Namespace,
-    NodeName,
-    Phase,
-}
-
-impl Field {
-    fn parse(key: &str) -> Option<Field> {
-        Some(match key {
-            "metadata.name" => Field::Name,
-            "metadata.namespace" => Field::Namespace,
-            "spec.nodeName" => Field::NodeName,
-            "status.phase" => Field::Phase,
-            _ => return None,
-        })
-    }
-}
-
-/// A parsed field selector (`key=value`, `key==value`, `key!=value`, comma-separated).
+/// A parsed field selector (`key=value`, `key==value`, `key!=value`, comma-separated): each
+/// requirement is (key, whether it tests equality, value).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct FieldSelector(Vec<(Field, bool, String)>);
+pub(crate) struct FieldSelector(Vec<(&'static str, bool, String)>);
+
+/// Old clients' names of a field, as the real server converts them.
+const FIELD_ALIASES: &[(&str, &str)] = &[("spec.host", "spec.nodeName")];
 
 impl FieldSelector {
-    /// Parses a `fieldSelector` value, accepting only the keys in `supported`.
-    pub(crate) fn parse(s: &str, supported: &[&str]) -> Result<Self, String> {
+    /// Parses a `fieldSelector` value, accepting only the keys in `supported` (the resource's
+    /// field label conversion on a real server); the error is the real 400 message.
+    pub(crate) fn parse(s: &str, supported: &[&'static str]) -> Result<Self, String> {
         let mut reqs = Vec::new();
         if s.trim().is_empty() {
             return Ok(FieldSelector(reqs));
@@ -193,19 +179,59 @@ impl FieldSelector {
                 ));
             };
             let key = key.trim();
-            let field = Field::parse(key)
-                .filter(|_| supported.contains(&key))
+            let key = FIELD_ALIASES
+                .iter()
+                .find(|(old, _)| *old == key)
+                .map_or(key, |(_, new)| *new);
+            let key = supported
+                .iter()
+                .copied()
+                .find(|k| *k == key)
                 .ok_or_else(|| format!("field label not supported: {key}"))?;
-            reqs.push((field, equal, value.trim().to_string()));
+            reqs.push((key, equal, value.trim().to_string()));
         }
         Ok(FieldSelector(reqs))
     }
 
-    /// `value` gives an object's value of a field (`""` when unset, as on the real server).
-    pub(crate) fn matches<'a>(&self, value: impl Fn(Field) -> &'a str) -> bool {
+    /// `value` gives an object's value of a field key (`""` when unset, as on the real server).
+    pub(crate) fn matches<'a>(&self, value: impl Fn(&str) -> Cow<'a, str>) -> bool {
         self.0
             .iter()
-            .all(|(field, equal, want)| (value(*field) == want) == *equal)
+            .all(|(key, equal, want)| (value(key) == want.as_str()) == *equal)
+    }
+}
+
+/// An object's value of a selectable field, as the real registries compute it: strings as they
+/// are (`""` when unset), booleans as `true`/`false` (unset is `false`), `status.podIP` from
+/// `status.podIPs[0]`, `source` from `source.component`. Keys no registry computes are `""`.
+pub(crate) fn field_value(object: &Value, key: &str) -> String {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let flag = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            .to_string()
+    };
+    match key {
+        "spec.hostNetwork" => flag("/spec/hostNetwork"),
+        "spec.unschedulable" => flag("/spec/unschedulable"),
+        "status.podIP" => match object
+            .pointer("/status/podIPs/0/ip")
+            .and_then(Value::as_str)
+        {
+            Some(ip) => ip.to_string(),
+            None => text("/status/podIP"),
+        },
+        "source" => text("/source/component"),
+        "status.podIPs" => String::new(),
+        other => text(&format!("/{}", other.replace('.', "/"))),
     }
 }
 
@@ -314,17 +340,35 @@ mod tests {
         let pods = ["metadata.name", "metadata.namespace", "spec.nodeName"];
         let sel = FieldSelector::parse("spec.nodeName=n1,metadata.name!=a", &pods).unwrap();
         let value = |name: &'static str| {
-            move |f: Field| match f {
-                Field::Name => name,
-                Field::NodeName => "n1",
-                _ => "",
+            move |f: &str| {
+                Cow::Borrowed(match f {
+                    "metadata.name" => name,
+                    "spec.nodeName" => "n1",
+                    _ => "",
+                })
             }
         };
         assert!(sel.matches(value("b")));
         assert!(!sel.matches(value("a")));
+        let old = FieldSelector::parse("spec.host=n1", &pods).unwrap();
+        assert!(old.matches(value("b")));
         let err = FieldSelector::parse("spec.nodeName=n1", &["metadata.name"]).unwrap_err();
         assert_eq!(err, "field label not supported: spec.nodeName");
         assert!(FieldSelector::parse("nonsense", &pods).is_err());
+    }
+
+    #[test]
+    fn field_values_are_computed_like_the_registries() {
+        let pod = json!({"spec": {"schedulerName": "s", "hostNetwork": true},
+            "status": {"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.2"}]}});
+        assert_eq!(field_value(&pod, "spec.schedulerName"), "s");
+        assert_eq!(field_value(&pod, "spec.hostNetwork"), "true");
+        assert_eq!(field_value(&pod, "status.podIP"), "10.0.0.2");
+        assert_eq!(field_value(&pod, "spec.restartPolicy"), "");
+        assert_eq!(field_value(&json!({}), "spec.unschedulable"), "false");
+        let event = json!({"involvedObject": {"uid": "u"}, "source": {"component": "kubelet"}});
+        assert_eq!(field_value(&event, "involvedObject.uid"), "u");
+        assert_eq!(field_value(&event, "source"), "kubelet");
     }
 
     #[test]

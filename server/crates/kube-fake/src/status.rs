@@ -164,6 +164,32 @@ impl ApiError {
         .with_details(json!({"causes": [{"message": message}]}))
     }
 
+    /// 403 Forbidden; `message` is the whole message, `group`/`resource`/`name` the details.
+    pub(crate) fn forbidden(group: &str, resource: &str, name: &str, message: String) -> Self {
+        let mut details = json!({});
+        if !resource.is_empty() {
+            details["kind"] = json!(resource);
+        }
+        if !name.is_empty() {
+            details["name"] = json!(name);
+        }
+        if !group.is_empty() {
+            details["group"] = json!(group);
+        }
+        Self::new(403, "Forbidden", message).with_details(details)
+    }
+
+    /// 401 Unauthorized, as the real server answers a token it does not know.
+    pub(crate) fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// A failure `Status` a handler returns as its result (no reason), like the eviction
+    /// subresource's refusal of a pod with two budgets.
+    pub(crate) fn plain(code: u16, message: impl Into<String>) -> Self {
+        Self::new(code, "", message)
+    }
+
     pub(crate) fn too_many_requests(message: impl Into<String>, causes: Value) -> Self {
         Self::new(429, "TooManyRequests", message).with_details(json!({"causes": causes}))
     }
@@ -195,6 +221,11 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty()
+            && let Some(map) = status.as_object_mut()
+        {
+            map.remove("reason");
+        }
         if let Some(details) = &self.details {
             status["details"] = details.clone();
         }

@@ -4,9 +4,16 @@
 //! the event to each matching watch without ever blocking (a watch whose buffer is full is
 //! dropped, like the real server drops a watcher that cannot keep up).
 //!
+//! Deletion follows the real registry (`rest.BeforeDelete`, the pod strategy's
+//! `CheckGracefulDelete`, the generic store's finalizer handling): a pod bound to a node and not
+//! terminal is deleted gracefully (it gets `deletionTimestamp` and `deletionGracePeriodSeconds`
+//! and stays, listed in [`Inner::terminating`] for the kubelet stand-in); an object with
+//! `metadata.finalizers` gets a `deletionTimestamp` and stays until an update empties them.
+//! The store must not decide when a terminating pod goes: that is the kubelet stand-in's job.
+//!
 //! Semantics that differ from a real API server, on purpose:
-//! - Deletion is immediate: no graceful termination, finalizers are ignored, deleting a
-//!   namespace does not delete its contents.
+//! - Deleting a namespace does not delete its contents (and namespaces have no
+//!   `spec.finalizers`).
 //! - Paged lists are not a consistent snapshot: later pages show the current objects. Every page
 //!   reports the resourceVersion of the first, so a watch started from it replays whatever
 //!   changed meanwhile; a list with `resourceVersionMatch=Exact` serves the current objects
@@ -18,15 +25,16 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use crate::object::{self, Stored};
 use crate::ownership::{self, Owners};
 use crate::patch::{self, PatchKind};
-use crate::resources::{RESOURCES, ResourceType, TypeId};
+use crate::resources::{NODES, PODS, RESOURCES, ResourceType, TypeId};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 
@@ -139,6 +147,30 @@ pub(crate) struct Inner {
     /// Lists and continue tokens older than this get 410 (the last `compact()`).
     compacted: u64,
     types: Vec<TypeStore>,
+    /// Pods deleted gracefully and not gone yet, by (namespace, name): what the kubelet
+    /// stand-in finishes.
+    pub(crate) terminating: BTreeMap<(Box<str>, Box<str>), Terminating>,
+    /// Woken when a pod starts or shortens its termination.
+    pub(crate) kubelet_wake: Arc<Notify>,
+}
+
+/// A pod in graceful termination.
+#[derive(Debug, Clone)]
+pub(crate) struct Terminating {
+    pub uid: Box<str>,
+    /// When its graceful deletion started.
+    pub since: Instant,
+    /// Its `deletionGracePeriodSeconds`.
+    pub grace: Duration,
+}
+
+/// How a delete went.
+#[derive(Debug)]
+pub(crate) struct Deletion {
+    /// The removed object, or the object that stays (terminating or waiting for finalizers).
+    pub object: Arc<Stored>,
+    /// Removed from the store (DELETED emitted).
+    pub removed: bool,
 }
 
 impl Inner {
@@ -215,9 +247,11 @@ impl Inner {
 
     /// Deletes an object at the next resourceVersion; returns its final state.
     pub(crate) fn remove(&mut self, tid: TypeId, old: &Arc<Stored>) -> Arc<Stored> {
-        self.types[tid]
-            .owners
-            .remove(&(old.namespace.clone(), old.name.clone()));
+        let key = (old.namespace.clone(), old.name.clone());
+        if tid == PODS {
+            self.terminating.remove(&key);
+        }
+        self.types[tid].owners.remove(&key);
         let rv = self.next_rv();
         let gone = Arc::new(old.at_resource_version(rv));
         self.commit(tid, EventType::Deleted, gone.clone(), None);
@@ -253,6 +287,210 @@ impl Inner {
         self.write(tid, object, Some(old.clone()))
     }
 }
+
+impl Inner {
+    /// DELETE of a stored object, as the real registry does it (see the module doc): checks the
+    /// preconditions, then removes the object, or starts or shortens its graceful deletion, or
+    /// marks it deleting until its finalizers are gone. `opts.dry_run` computes the answer and
+    /// changes nothing.
+    pub(crate) fn delete(
+        &mut self,
+        tid: TypeId,
+        old: &Arc<Stored>,
+        opts: &DeleteOptions,
+    ) -> Result<Deletion, ApiError> {
+        let rt = &RESOURCES[tid];
+        let group_kind = if rt.group.is_empty() {
+            rt.kind.to_string()
+        } else {
+            format!("{}.{}", rt.kind, rt.group)
+        };
+        if let Some(uid) = opts.uid.as_deref().filter(|u| *u != &*old.uid) {
+            return Err(ApiError::conflict_named(
+                &group_kind,
+                rt,
+                &old.name,
+                &format!(
+                    "the UID in the precondition ({uid}) does not match the UID in record ({}). \
+                     The object might have been deleted and then recreated",
+                    old.uid
+                ),
+            ));
+        }
+        if let Some(rv) = opts
+            .resource_version
+            .as_deref()
+            .filter(|rv| *rv != old.rv.to_string())
+        {
+            return Err(ApiError::conflict_named(
+                &group_kind,
+                rt,
+                &old.name,
+                &format!(
+                    "the ResourceVersion in the precondition ({rv}) does not match the \
+                     ResourceVersion in record ({}). The object might have been modified",
+                    old.rv
+                ),
+            ));
+        }
+        let requested = opts.grace_period_seconds.map(|g| if g < 0 { 1 } else { g });
+        let mut value = old.value();
+        let meta = metadata_mut(&mut value)?;
+        let deleting_since = meta
+            .get("deletionTimestamp")
+            .and_then(Value::as_str)
+            .and_then(object::parse_timestamp);
+        let current_grace = meta
+            .get("deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .map(|g| if g < 0 { 1 } else { g });
+        let finalizers = meta
+            .get("finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        let now = time::OffsetDateTime::now_utc();
+        let unchanged = Deletion {
+            object: old.clone(),
+            removed: false,
+        };
+        // Only pods have a graceful delete strategy.
+        let graceful = if tid != PODS {
+            None
+        } else if let Some(since) = deleting_since {
+            match (current_grace, requested) {
+                (None | Some(0), _) => None,
+                (Some(current), Some(shorter)) if shorter < current => {
+                    let at =
+                        since - time::Duration::seconds(current) + time::Duration::seconds(shorter);
+                    meta.insert(
+                        "deletionTimestamp".into(),
+                        Value::String(object::format_timestamp(at)),
+                    );
+                    Some(shorter)
+                }
+                // Already terminating with a grace no longer than asked: nothing changes.
+                _ => return Ok(unchanged),
+            }
+        } else {
+            let pod = old.value();
+            let mut period = requested
+                .or_else(|| {
+                    pod.pointer("/spec/terminationGracePeriodSeconds")
+                        .and_then(Value::as_i64)
+                })
+                .unwrap_or(DEFAULT_GRACE_SECONDS);
+            if old.node_name.as_deref().is_none_or(str::is_empty)
+                || matches!(old.phase.as_deref(), Some("Succeeded" | "Failed"))
+            {
+                period = 0;
+            }
+            if period < 0 {
+                period = 1;
+            }
+            meta.insert(
+                "deletionTimestamp".into(),
+                Value::String(object::format_timestamp(
+                    now + time::Duration::seconds(period),
+                )),
+            );
+            if let Some(generation) = meta.get("generation").and_then(Value::as_i64)
+                && generation > 0
+            {
+                meta.insert("generation".into(), (generation + 1).into());
+            }
+            Some(period)
+        };
+        let stays = match graceful {
+            Some(period) => {
+                meta.insert("deletionGracePeriodSeconds".into(), period.into());
+                finalizers || period > 0
+            }
+            None if finalizers => {
+                // markAsDeleting: now (unless an earlier deletion is due sooner), grace 0.
+                if deleting_since.is_none()
+                    && let Some(generation) = meta.get("generation").and_then(Value::as_i64)
+                    && generation > 0
+                {
+                    meta.insert("generation".into(), (generation + 1).into());
+                }
+                if deleting_since.is_none_or(|t| t > now) {
+                    meta.insert(
+                        "deletionTimestamp".into(),
+                        Value::String(object::format_timestamp(now)),
+                    );
+                }
+                meta.insert("deletionGracePeriodSeconds".into(), 0.into());
+                true
+            }
+            None => {
+                if opts.dry_run {
+                    return Ok(Deletion {
+                        removed: true,
+                        ..unchanged
+                    });
+                }
+                return Ok(Deletion {
+                    object: self.remove(tid, old),
+                    removed: true,
+                });
+            }
+        };
+        if opts.dry_run {
+            return Ok(Deletion {
+                object: Arc::new(Stored::from_value(&value, old.rv)),
+                removed: !stays,
+            });
+        }
+        let updated = self.replace(tid, old, value);
+        if stays {
+            if tid == PODS
+                && let Some(period) = graceful.filter(|p| *p > 0)
+            {
+                let key = (updated.namespace.clone(), updated.name.clone());
+                let grace = Duration::from_secs(period.unsigned_abs());
+                let since = match self.terminating.get(&key) {
+                    Some(t) if *t.uid == *updated.uid => t.since,
+                    _ => Instant::now(),
+                };
+                self.terminating.insert(
+                    key,
+                    Terminating {
+                        uid: updated.uid.clone(),
+                        since,
+                        grace,
+                    },
+                );
+                self.kubelet_wake.notify_one();
+            }
+            return Ok(Deletion {
+                object: updated,
+                removed: false,
+            });
+        }
+        Ok(Deletion {
+            object: self.remove(tid, &updated),
+            removed: true,
+        })
+    }
+
+    /// Whether an update from `old` to `new` completes a deletion: `old` is being deleted with
+    /// no grace left and `new` has no finalizers (the real store then deletes instead).
+    fn completes_deletion(old: &Value, new: &Value) -> bool {
+        let meta = |v: &Value, key: &str| v.get("metadata").and_then(|m| m.get(key)).cloned();
+        let finalizers_left = meta(new, "finalizers")
+            .and_then(|f| f.as_array().map(|a| !a.is_empty()))
+            .unwrap_or(false);
+        let deleting = meta(old, "deletionTimestamp").is_some_and(|t| !t.is_null());
+        let grace_left = meta(old, "deletionGracePeriodSeconds")
+            .and_then(|g| g.as_i64())
+            .is_some_and(|g| g > 0);
+        deleting && !finalizers_left && !grace_left
+    }
+}
+
+/// A pod's grace period when neither the delete nor `spec.terminationGracePeriodSeconds` gives
+/// one (the real server defaults the spec field to this on creation).
+pub(crate) const DEFAULT_GRACE_SECONDS: i64 = 30;
 
 fn set_resource_version(object: &mut Value, rv: Option<u64>) {
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -381,15 +619,78 @@ fn merge_update(
             }
         }
     }
+    let spec_changed = generation_changed(&old_value, &new);
     let meta = metadata_mut(&mut new)?;
-    for key in ["uid", "creationTimestamp"] {
-        if let Some(v) = old_value.get("metadata").and_then(|m| m.get(key)) {
-            meta.insert(key.into(), v.clone());
+    // An update can never change these (the real `rest.BeforeUpdate`).
+    for key in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
+        match old_value.get("metadata").and_then(|m| m.get(key)) {
+            Some(v) => {
+                meta.insert(key.into(), v.clone());
+            }
+            None => {
+                meta.remove(key);
+            }
+        }
+    }
+    if rt.generation && spec_changed {
+        let generation = meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+        meta.insert("generation".into(), (generation + 1).into());
+    }
+    let new_finalizers = |m: &Map<String, Value>| -> Vec<String> {
+        m.get("finalizers")
+            .and_then(Value::as_array)
+            .map(|f| {
+                f.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if let Some(old_meta) = old_value.get("metadata").and_then(Value::as_object)
+        && old_meta
+            .get("deletionTimestamp")
+            .is_some_and(|t| !t.is_null())
+    {
+        let before = new_finalizers(old_meta);
+        let added: Vec<String> = new_finalizers(meta)
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect();
+        if !added.is_empty() {
+            return Err(ApiError::invalid(
+                rt,
+                &old.name,
+                format!(
+                    "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                ),
+            ));
         }
     }
     new["apiVersion"] = Value::String(rt.api_version());
     new["kind"] = Value::String(rt.kind.to_string());
     Ok(new)
+}
+
+/// Whether `new` differs from `old` in what bumps `metadata.generation`: anything but
+/// `metadata` and `status`.
+fn generation_changed(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| -> Map<String, Value> {
+        v.as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    strip(old) != strip(new)
 }
 
 /// Options of a list request.
@@ -429,6 +730,8 @@ pub(crate) struct WatchStart {
 pub(crate) struct DeleteOptions {
     pub uid: Option<String>,
     pub resource_version: Option<String>,
+    /// `gracePeriodSeconds`, as given (negative values count as 1).
+    pub grace_period_seconds: Option<i64>,
     pub dry_run: bool,
 }
 
@@ -476,6 +779,8 @@ impl Default for Store {
                 rv: 0,
                 compacted: 0,
                 types: RESOURCES.iter().map(|_| TypeStore::default()).collect(),
+                terminating: BTreeMap::new(),
+                kubelet_wake: Arc::new(Notify::new()),
             }),
         }
     }
@@ -675,6 +980,9 @@ impl Store {
                 "metadata.name: Required value: name or generateName is required",
             ));
         }
+        if rt.generation {
+            metadata_mut(&mut object)?.insert("generation".into(), 1.into());
+        }
         let name = meta_str(&object, "name").to_string();
         let mut inner = self.lock();
         if inner
@@ -739,8 +1047,12 @@ impl Store {
         if writer.dry_run {
             return Ok((Arc::new(Stored::from_value(&merged, old.rv)), false));
         }
+        let old_value = old.value();
+        if Inner::completes_deletion(&old_value, &merged) {
+            return Ok((inner.remove(tid, &old), false));
+        }
         let key = (old.namespace.clone(), old.name.clone());
-        inner.own(tid, key, Some(&old.value()), &merged, writer, None);
+        inner.own(tid, key, Some(&old_value), &merged, writer, None);
         Ok((inner.replace(tid, &old, merged), false))
     }
 
@@ -840,6 +1152,9 @@ impl Store {
         if writer.dry_run {
             return Ok((Arc::new(Stored::from_value(&merged, old.rv)), false));
         }
+        if Inner::completes_deletion(&old_value, &merged) {
+            return Ok((inner.remove(tid, &old), false));
+        }
         let applied = (kind == PatchKind::Apply).then_some(patch);
         inner.own(tid, key, Some(&old_value), &merged, writer, applied);
         Ok((inner.replace(tid, &old, merged), false))
@@ -851,42 +1166,25 @@ impl Store {
         namespace: &str,
         name: &str,
         opts: &DeleteOptions,
-    ) -> Result<Arc<Stored>, ApiError> {
+    ) -> Result<Deletion, ApiError> {
         let rt = &RESOURCES[tid];
         let mut inner = self.lock();
         let old = inner
             .object(tid, namespace_of(rt, namespace), name)
             .cloned()
             .ok_or_else(|| ApiError::not_found(rt, name))?;
-        if let Some(uid) = opts.uid.as_deref().filter(|u| *u != &*old.uid) {
-            return Err(uid_conflict(rt, name, uid, &old.uid));
-        }
-        if let Some(rv) = opts
-            .resource_version
-            .as_deref()
-            .filter(|rv| *rv != old.rv.to_string())
-        {
-            return Err(ApiError::conflict(
-                rt,
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    old.rv
-                ),
-            ));
-        }
-        if opts.dry_run {
-            return Ok(old);
-        }
-        Ok(inner.remove(tid, &old))
+        inner.delete(tid, &old, opts)
     }
 
+    /// DELETE of a collection: each selected object deleted as by [`Inner::delete`] (the real
+    /// server deletes them one by one with the same options). Returns the selected objects as
+    /// they were.
     pub(crate) fn delete_collection(
         &self,
         tid: TypeId,
         filter: &Filter,
-        dry_run: bool,
-    ) -> Vec<Arc<Stored>> {
+        opts: &DeleteOptions,
+    ) -> Result<Vec<Arc<Stored>>, ApiError> {
         let mut inner = self.lock();
         let doomed: Vec<Arc<Stored>> = inner.types[tid]
             .objects
@@ -894,10 +1192,10 @@ impl Store {
             .filter(|o| filter.matches(o))
             .cloned()
             .collect();
-        if dry_run {
-            return doomed;
+        for object in &doomed {
+            inner.delete(tid, object, opts)?;
         }
-        doomed.iter().map(|o| inner.remove(tid, o)).collect()
+        Ok(doomed)
     }
 
     /// Creates or replaces an object unconditionally (the in-process `apply`).
@@ -917,7 +1215,22 @@ impl Store {
                 .object(tid, namespace_of(rt, &namespace), &name)
                 .cloned()
         };
+        let spec_changed = old
+            .as_ref()
+            .is_some_and(|o| generation_changed(&o.value(), &object));
         let meta = metadata_mut(&mut object).map_err(|e| e.message)?;
+        if rt.generation && meta.get("generation").and_then(Value::as_i64).is_none() {
+            let before = old.as_ref().and_then(|o| {
+                o.value()
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+            });
+            let generation = match before {
+                Some(g) => g + i64::from(spec_changed),
+                None => 1,
+            };
+            meta.insert("generation".into(), generation.into());
+        }
         if let Some(old) = &old {
             let old_value = old.value();
             for key in ["uid", "creationTimestamp"] {
@@ -933,6 +1246,11 @@ impl Store {
         }
         if !object::fill_create_metadata(meta, rt.namespaced, &namespace) {
             return Err("the object has neither metadata.name nor metadata.generateName".into());
+        }
+        if let Some(old) = &old
+            && Inner::completes_deletion(&old.value(), &object)
+        {
+            return Ok(inner.remove(tid, old));
         }
         Ok(inner.write(tid, object, old))
     }
@@ -967,6 +1285,75 @@ impl Store {
             .object(tid, namespace_of(rt, namespace), name)
             .cloned()?;
         Some(inner.remove(tid, &old))
+    }
+
+    /// The kubelet's final delete of a terminating pod (grace 0, uid precondition): removes it
+    /// unless finalizers hold it. Returns whether it was removed; `false` also when the pod is
+    /// gone, was replaced (another uid) or is not terminating.
+    pub(crate) fn finish_termination(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> bool {
+        let mut inner = self.lock();
+        // Whatever happens, the stand-in is done with this pod: it goes now, or it is gone,
+        // replaced, or not terminating (an in-process write took its deletion away).
+        inner
+            .terminating
+            .remove(&(Box::<str>::from(namespace), Box::<str>::from(name)));
+        let Some(pod) = inner.object(PODS, namespace, name).cloned() else {
+            return false;
+        };
+        if uid.is_some_and(|u| u != &*pod.uid)
+            || pod
+                .value()
+                .pointer("/metadata/deletionTimestamp")
+                .is_none_or(Value::is_null)
+        {
+            return false;
+        }
+        let opts = DeleteOptions {
+            uid: Some(pod.uid.to_string()),
+            grace_period_seconds: Some(0),
+            ..DeleteOptions::default()
+        };
+        match inner.delete(PODS, &pod, &opts) {
+            Ok(deletion) => deletion.removed,
+            Err(e) => {
+                tracing::warn!(
+                    "kube-fake kubelet cannot finish {namespace}/{name}: {}",
+                    e.message
+                );
+                false
+            }
+        }
+    }
+
+    /// A kubelet's node status heartbeat on every node: each condition's `lastHeartbeatTime`
+    /// becomes now, at a new resourceVersion (MODIFIED) even within the same second, as the
+    /// real heartbeats, seconds apart, always are. Nodes without conditions are left alone.
+    pub(crate) fn heartbeat_nodes(&self) -> usize {
+        let now = object::now_timestamp();
+        let mut inner = self.lock();
+        let nodes: Vec<Arc<Stored>> = inner.types[NODES].objects.values().cloned().collect();
+        let mut beaten = 0;
+        for node in nodes {
+            let mut value = node.value();
+            let Some(conditions) = value
+                .pointer_mut("/status/conditions")
+                .and_then(Value::as_array_mut)
+                .filter(|c| !c.is_empty())
+            else {
+                continue;
+            };
+            for condition in conditions.iter_mut().filter(|c| c.is_object()) {
+                condition["lastHeartbeatTime"] = Value::String(now.clone());
+            }
+            inner.write(NODES, value, Some(node));
+            beaten += 1;
+        }
+        beaten
     }
 
     /// Bulk-loads list items (see [`object::prepare_all`]), holding the lock throughout so
@@ -1162,6 +1549,39 @@ mod tests {
             matches!(rx.try_recv().unwrap(), WatchItem::Event(EventType::Added, o) if o.rv == a.rv + 2)
         );
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn the_kubelet_never_finishes_a_replacement() {
+        let store = Store::default();
+        let mut bound = pod("a", json!({}));
+        bound["spec"] = json!({"nodeName": "n1"});
+        let first = store.put(pods(), bound.clone()).unwrap();
+        let dry = DeleteOptions {
+            dry_run: true,
+            ..DeleteOptions::default()
+        };
+        let preview = store.delete(pods(), "ns", "a", &dry).unwrap();
+        assert!(!preview.removed);
+        assert!(
+            store.lock().terminating.is_empty(),
+            "a dry run changes nothing"
+        );
+        store
+            .delete(pods(), "ns", "a", &DeleteOptions::default())
+            .unwrap();
+        assert!(
+            store
+                .lock()
+                .terminating
+                .contains_key(&("ns".into(), "a".into()))
+        );
+        // Replaced in process by a pod of another uid, not terminating.
+        bound["metadata"]["uid"] = json!("another");
+        store.put(pods(), bound).unwrap();
+        assert!(!store.finish_termination("ns", "a", Some(&first.uid)));
+        assert!(store.lock().terminating.is_empty());
+        assert_eq!(&*store.get(pods(), "ns", "a").unwrap().uid, "another");
     }
 
     #[test]

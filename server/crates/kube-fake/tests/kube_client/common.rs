@@ -15,15 +15,37 @@ pub fn client(server: &FakeApiServer) -> kube::Client {
     kube::Client::try_from(config).expect("a client for the fake")
 }
 
-/// A pod object.
+/// A pod object, Running and Ready on `node`.
 pub fn pod(namespace: &str, name: &str, labels: Value, node: &str) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}]},
-        "status": {"phase": "Running"}
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
     })
+}
+
+/// A client authenticating with a kubeconfig that carries `token`.
+pub async fn client_with_token(server: &FakeApiServer, token: &str) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_with_token("t", token))
+        .expect("the fake's kubeconfig parses");
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("a config from the fake's kubeconfig");
+    config.default_retry = false;
+    kube::Client::try_from(config).expect("a client for the fake")
+}
+
+/// The uid of a stored object.
+pub fn uid_of(object: &Value) -> String {
+    object["metadata"]["uid"]
+        .as_str()
+        .expect("a stored object has a uid")
+        .to_string()
 }
 
 /// The next item of a stream; panics if none comes within 30 s (a hang guard, not a timing

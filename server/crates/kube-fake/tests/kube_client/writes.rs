@@ -284,19 +284,26 @@ async fn deletes_with_preconditions() {
     });
     let status = api_error(api.delete("a", &wrong_uid).await);
     assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
-    assert!(status.message.contains(&format!(
-        "Precondition failed: UID in precondition: nope, UID in object meta: {uid}"
-    )));
+    assert_eq!(
+        status.message,
+        format!(
+            "Operation cannot be fulfilled on Pod \"a\": the UID in the precondition (nope) does \
+             not match the UID in record ({uid}). The object might have been deleted and then recreated"
+        )
+    );
     let wrong_rv = DeleteParams::default().preconditions(Preconditions {
         uid: None,
         resource_version: Some("999".into()),
     });
     assert_eq!(api_error(api.delete("a", &wrong_rv).await).code, 409);
 
-    let right = DeleteParams::default().preconditions(Preconditions {
-        uid: Some(uid),
-        resource_version: None,
-    });
+    // Grace 0: the pod goes at once, after an update marking it deleted (as a real server).
+    let right = DeleteParams::default()
+        .grace_period(0)
+        .preconditions(Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        });
     let deleted = api.delete("a", &right).await.unwrap();
     assert_eq!(
         deleted.left().map(|p| p.name_any()).as_deref(),
@@ -305,7 +312,14 @@ async fn deletes_with_preconditions() {
     );
     assert!(server.get("v1", "Pod", "ns", "a").is_none());
     match next(&mut watch).await.unwrap() {
-        kube::api::WatchEvent::Deleted(p) => assert_eq!(p.resource_version().as_deref(), Some("3")),
+        kube::api::WatchEvent::Modified(p) => {
+            assert_eq!(p.resource_version().as_deref(), Some("3"));
+            assert_eq!(p.metadata.deletion_grace_period_seconds, Some(0));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    match next(&mut watch).await.unwrap() {
+        kube::api::WatchEvent::Deleted(p) => assert_eq!(p.resource_version().as_deref(), Some("4")),
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(
@@ -332,7 +346,7 @@ async fn deletes_with_preconditions() {
     }
     let gone = api
         .delete_collection(
-            &DeleteParams::default(),
+            &DeleteParams::default().grace_period(0),
             &ListParams::default().labels("group=x"),
         )
         .await
