@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::support::{TestServer, node, pod};
 
-const EAST: &str = "east";
+pub const EAST: &str = "east";
 const RESERVATION: &str = "scheduling.koordinator.sh/v1alpha1";
 const NODES: [&str; 3] = ["n1", "n2", "n3"];
 const OWNER_UID: &str = "uid-ReplicaSet-web";
@@ -237,6 +237,7 @@ pub fn managing(
             max_delay: Duration::from_millis(300),
             poll_interval: Duration::from_millis(500),
             probe_interval: Duration::from_millis(200),
+            ..rebalancer_kube::SyncOptions::default()
         };
         s.kube.lease = rebalancer_kube::LeaseOptions {
             duration: Duration::from_secs(1),
@@ -283,7 +284,7 @@ pub fn lifetime_profile() -> Value {
 }
 
 /// Run the lifetime profile on east and approve web-1's decision; returns the decision id.
-async fn propose_and_approve_web_1(server: &TestServer) -> i64 {
+pub async fn propose_and_approve_web_1(server: &TestServer) -> i64 {
     server.put_profile("lifetime", &lifetime_profile()).await;
     let (status, run) = server.run(EAST, "lifetime").await;
     assert_eq!(status, StatusCode::CREATED, "{run:#}");
@@ -305,7 +306,7 @@ async fn propose_and_approve_web_1(server: &TestServer) -> i64 {
     id
 }
 
-async fn wait_synced(server: &TestServer) -> Value {
+pub async fn wait_synced(server: &TestServer) -> Value {
     until(
         server,
         &format!("/api/v1/clusters/{EAST}"),

@@ -20,6 +20,7 @@ mod docs;
 mod fuzz;
 mod koordinator;
 mod kube;
+mod kube_state;
 mod kube_real;
 mod logs;
 mod metrics;
