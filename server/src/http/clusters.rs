@@ -529,8 +529,9 @@ async fn snapshot_of(state: &AppState, name: &str) -> Result<Arc<ClusterSnapshot
         (status = 404, description = "No such cluster (`not_found`)", body = ErrorBody),
         (status = 409, description = "The cluster's stored state is not loaded \
             (`cluster_not_loaded`)", body = ErrorBody),
-        (status = 503, description = "A managed Kubernetes cluster with no state yet \
-            (`cluster_syncing`); retry after `Retry-After` seconds",
+        (status = 503, description = "The server is starting (`not_ready`), or a managed \
+            Kubernetes cluster has no state yet (`cluster_syncing`); retry after `Retry-After` \
+            seconds",
             headers(("Retry-After" = u32, description = "Seconds to wait before retrying")),
             body = ErrorBody),
     ))]
@@ -567,8 +568,9 @@ pub async fn list_nodes(
         (status = 404, description = "No such cluster (`not_found`)", body = ErrorBody),
         (status = 409, description = "The cursor belongs to an older snapshot (`stale_cursor`), \
             or the cluster's stored state is not loaded (`cluster_not_loaded`)", body = ErrorBody),
-        (status = 503, description = "A managed Kubernetes cluster with no state yet \
-            (`cluster_syncing`); retry after `Retry-After` seconds",
+        (status = 503, description = "The server is starting (`not_ready`), or a managed \
+            Kubernetes cluster has no state yet (`cluster_syncing`); retry after `Retry-After` \
+            seconds",
             headers(("Retry-After" = u32, description = "Seconds to wait before retrying")),
             body = ErrorBody),
     ))]

@@ -631,7 +631,7 @@ async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &s
     let deadline = Instant::now() + Duration::from_secs(30);
     let client = crate::support::client_with_token(crate::support::ADMIN_TOKEN);
     loop {
-        // 404 until the first revision is installed.
+        // Listed from the start; pods 0 until the first revision is installed.
         let view: Value = client
             .get(format!("{base}/api/v1/clusters/{EAST}"))
             .send()
