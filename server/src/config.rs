@@ -486,7 +486,10 @@ fn lease_namespace(
             })?;
         return Ok(ns.to_owned());
     }
-    if let Some(ns) = pod_namespace.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()) {
+    if let Some(ns) = pod_namespace
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+    {
         return Ok(ns);
     }
     match clusters.first() {
@@ -1453,7 +1456,9 @@ mod tests {
         );
         assert!(err.contains("REBALANCER_LEASE_NAMESPACE"), "{err}");
         for bad in ["", "Ops", "a.b", "a_b"] {
-            let err = lease_namespace(Some(bad), pod(), &east).unwrap_err().to_string();
+            let err = lease_namespace(Some(bad), pod(), &east)
+                .unwrap_err()
+                .to_string();
             assert!(err.starts_with("--lease-namespace: "), "{bad:?}: {err}");
         }
     }

@@ -74,12 +74,8 @@ impl Managed {
                 "managing Kubernetes cluster"
             );
             let client = connection.client.clone();
-            let live = LiveCluster::start(
-                &c.name,
-                connection,
-                sync.clone(),
-                Arc::new(ingest.clone()),
-            );
+            let live =
+                LiveCluster::start(&c.name, connection, sync.clone(), Arc::new(ingest.clone()));
             let leadership = Leadership::start(client, &c.name, settings.lease.clone());
             let backend = Arc::new(KubeBackend::new(
                 live.clone(),

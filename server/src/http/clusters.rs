@@ -487,9 +487,9 @@ pub async fn get_cluster(
 ) -> Result<Json<ClusterView>, ApiError> {
     match state.store.get_cluster(&name).await {
         Ok(record) => Ok(Json(view(&state, record)?)),
-        Err(e @ rebalancer_store::StoreError::NotFound { .. }) => {
-            unsynced_view(&state, &name).map(Json).ok_or_else(|| e.into())
-        }
+        Err(e @ rebalancer_store::StoreError::NotFound { .. }) => unsynced_view(&state, &name)
+            .map(Json)
+            .ok_or_else(|| e.into()),
         Err(e) => Err(e.into()),
     }
 }

@@ -49,9 +49,9 @@ async fn migration_with_reason(server: &TestServer, decision: i64, reason: &str)
 async fn a_lease_that_cannot_be_read_is_shown_and_named_by_waiting_pod_migrations() {
     let cluster = cluster(&[]).await;
     // A Lease record the server cannot decode: every read of it fails.
-    cluster
-        .fake
-        .apply(lease(json!({"holderIdentity": 7, "leaseDurationSeconds": "fifteen"})));
+    cluster.fake.apply(lease(
+        json!({"holderIdentity": 7, "leaseDurationSeconds": "fifteen"}),
+    ));
     let server = TestServer::start_with(managing(&cluster, "server-a")).await;
     wait_synced(&server).await;
 
@@ -90,15 +90,22 @@ async fn a_lease_that_cannot_be_read_is_shown_and_named_by_waiting_pod_migration
     assert!(cluster.fake.evictions().is_empty(), "nothing acted");
 
     // A Lease that can be taken again: the error goes, readiness recovers, the move runs.
-    cluster
-        .fake
-        .delete("coordination.k8s.io/v1", "Lease", "rebalancer", "rebalancer-east");
+    cluster.fake.delete(
+        "coordination.k8s.io/v1",
+        "Lease",
+        "rebalancer",
+        "rebalancer-east",
+    );
     until(&server, "/readyz", "readiness back", |r| {
         r["status"] == "ready" && r["cannotAct"].as_array().is_some_and(Vec::is_empty)
     })
     .await;
     let (_, view) = server.get(&format!("/api/v1/clusters/{EAST}")).await;
-    assert_eq!(view["kubernetes"]["lease"]["error"], Value::Null, "{view:#}");
+    assert_eq!(
+        view["kubernetes"]["lease"]["error"],
+        Value::Null,
+        "{view:#}"
+    );
     until(
         &server,
         &format!("/api/v1/pod-migrations?decision={decision}"),
@@ -177,7 +184,11 @@ async fn an_unreachable_cluster_is_listed_and_readable_and_runs_are_told_it_is_s
     assert_eq!(view["kubernetes"]["connection"]["lastSyncMs"], Value::Null);
     assert_eq!(view["kubernetes"]["lease"]["lease"], LEASE, "{view:#}");
     assert_eq!(
-        (view["revision"].as_i64(), view["nodes"].as_i64(), view["pods"].as_i64()),
+        (
+            view["revision"].as_i64(),
+            view["nodes"].as_i64(),
+            view["pods"].as_i64()
+        ),
         (Some(0), Some(0), Some(0)),
         "{view:#}"
     );
@@ -194,7 +205,11 @@ async fn an_unreachable_cluster_is_listed_and_readable_and_runs_are_told_it_is_s
     );
 
     let (status, ready) = server.get("/readyz").await;
-    assert_eq!(status, StatusCode::OK, "unreachable is degraded, not unready: {ready:#}");
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "unreachable is degraded, not unready: {ready:#}"
+    );
     assert_eq!(ready["status"], "degraded", "{ready:#}");
     assert_eq!(ready["unsynced"][0]["cluster"], EAST, "{ready:#}");
 
@@ -259,7 +274,10 @@ async fn after_a_restart_readyz_waits_for_the_first_sync_and_runs_never_hear_pus
         }
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{ready:#}");
         assert!(
-            matches!(ready["code"].as_str(), Some("not_ready" | "cluster_syncing")),
+            matches!(
+                ready["code"].as_str(),
+                Some("not_ready" | "cluster_syncing")
+            ),
             "{ready:#}"
         );
         assert!(Instant::now() < deadline, "never ready: {ready:#}");
@@ -293,7 +311,11 @@ async fn heartbeats_make_no_revision_a_taint_does() {
         // Longer than --kube-max-delay (300 ms here): a change would be built by now.
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
-    assert_eq!(revision(&server).await, before, "a heartbeat made a revision");
+    assert_eq!(
+        revision(&server).await,
+        before,
+        "a heartbeat made a revision"
+    );
 
     let mut n1 = cluster.fake.get("v1", "Node", "", "n1").unwrap();
     n1["spec"]["taints"] = json!([{"key": "maintenance", "effect": "NoSchedule"}]);
@@ -315,7 +337,11 @@ async fn a_missing_placeholder_priority_class_is_a_warning_until_it_exists() {
         &server,
         &format!("/api/v1/clusters/{EAST}"),
         "the warning",
-        |c| c["kubernetes"]["warnings"].as_array().is_some_and(|w| !w.is_empty()),
+        |c| {
+            c["kubernetes"]["warnings"]
+                .as_array()
+                .is_some_and(|w| !w.is_empty())
+        },
     )
     .await;
     let warning = view["kubernetes"]["warnings"][0].as_str().unwrap();
@@ -335,7 +361,11 @@ async fn a_missing_placeholder_priority_class_is_a_warning_until_it_exists() {
         &server,
         &format!("/api/v1/clusters/{EAST}"),
         "the warning gone",
-        |c| c["kubernetes"]["warnings"].as_array().is_some_and(Vec::is_empty),
+        |c| {
+            c["kubernetes"]["warnings"]
+                .as_array()
+                .is_some_and(Vec::is_empty)
+        },
     )
     .await;
 }

@@ -147,10 +147,9 @@ impl Leadership {
                     let result = try_acquire_or_renew(&api, &name, &options, &state).await;
                     match &result {
                         Ok(()) => failures.succeeded(),
-                        Err(e) => failures.failed(&format!(
-                            "Lease {}/{name}: {e}",
-                            options.namespace
-                        )),
+                        Err(e) => {
+                            failures.failed(&format!("Lease {}/{name}: {e}", options.namespace))
+                        }
                     }
                     if let Ok(mut s) = state.write() {
                         let was = s.status.held;

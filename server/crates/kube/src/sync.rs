@@ -36,9 +36,9 @@ use rebalancer_cluster::{self as cluster, ClusterSnapshot, JsonPacker, SharedObj
 
 use crate::connect::Connection;
 use crate::error::describe;
-use crate::repeated::Repeated;
 use crate::kinds::{Follow, WATCHED, WatchedKind, optional_groups};
 use crate::lean::LeanObject;
+use crate::repeated::Repeated;
 
 /// Timing of the sync.
 #[derive(Clone, Debug)]
@@ -546,12 +546,14 @@ impl LiveCluster {
                 Ok(e) => e,
                 Err(e) => {
                     let (transport, error) = match &e {
-                        watcher::Error::InitialListFailed(k) => {
-                            (!matches!(k, kube::Error::Api(_)), format!("list: {}", describe(k)))
-                        }
-                        watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {
-                            (!matches!(k, kube::Error::Api(_)), format!("watch: {}", describe(k)))
-                        }
+                        watcher::Error::InitialListFailed(k) => (
+                            !matches!(k, kube::Error::Api(_)),
+                            format!("list: {}", describe(k)),
+                        ),
+                        watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => (
+                            !matches!(k, kube::Error::Api(_)),
+                            format!("watch: {}", describe(k)),
+                        ),
                         watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => {
                             (false, e.to_string())
                         }
