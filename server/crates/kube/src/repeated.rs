@@ -65,7 +65,7 @@ impl Repeated {
 }
 
 fn is_power_of_ten(mut n: u64) -> bool {
-    while n >= 10 && n % 10 == 0 {
+    while n >= 10 && n.is_multiple_of(10) {
         n /= 10;
     }
     n == 1
