@@ -243,8 +243,8 @@ pub struct ServeArgs {
     #[arg(long, env = "REBALANCER_PLACEHOLDER_PRIORITY_CLASS", default_value = DEFAULT_PLACEHOLDER_PRIORITY_CLASS)]
     pub placeholder_priority_class: String,
 
-    /// Namespace of the per-cluster Leases (default: the namespace this pod runs in, else
-    /// `default`).
+    /// Namespace of the per-cluster Leases, in each managed cluster (default: the namespace
+    /// this pod runs in; outside a pod it must be given with managed clusters).
     #[arg(long, env = "REBALANCER_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
 
@@ -335,7 +335,8 @@ impl Default for KubeSettings {
                 ..rebalancer_kube::ActOptions::default()
             },
             sync: rebalancer_kube::SyncOptions::default(),
-            lease: rebalancer_kube::LeaseOptions::new("default", &identity),
+            // Set by `from_args` (the flag or the pod's namespace); empty without clusters.
+            lease: rebalancer_kube::LeaseOptions::new("", &identity),
         }
     }
 }
@@ -447,15 +448,59 @@ impl KubeSettings {
                 ),
             ));
         }
-        settings.lease.namespace = match &args.lease_namespace {
-            Some(ns) => ns.clone(),
-            None => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
-                .ok()
-                .map(|n| n.trim().to_owned())
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| "default".to_owned()),
-        };
+        settings.lease.namespace = lease_namespace(
+            args.lease_namespace.as_deref(),
+            std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE).ok(),
+            &settings.clusters,
+        )?;
         Ok(settings)
+    }
+}
+
+/// The namespace of the per-cluster Leases: `--lease-namespace`, else the namespace of the pod
+/// the server runs in (`pod_namespace`, read from the service-account mount). Outside a pod
+/// there is no sensible default (`default` is not what deploy/rbac.yaml grants, and a Lease
+/// that cannot be taken leaves every approved pod migration waiting), so managed clusters
+/// without the flag are refused.
+fn lease_namespace(
+    flag: Option<&str>,
+    pod_namespace: Option<String>,
+    clusters: &[KubeCluster],
+) -> Result<String, ConfigError> {
+    let bad = |message: String| ConfigError {
+        flag: "lease-namespace",
+        message,
+    };
+    if let Some(ns) = flag {
+        let ns = ns.trim();
+        if ns.is_empty() {
+            return Err(bad("must not be empty".into()));
+        }
+        crate::ingest::check_name(ns)
+            .ok()
+            .filter(|_| !ns.contains(['.', '_']))
+            .ok_or_else(|| {
+                bad(format!(
+                    "{ns:?} is not a Kubernetes namespace name (a-z, 0-9 and '-', at most 63)"
+                ))
+            })?;
+        return Ok(ns.to_owned());
+    }
+    if let Some(ns) = pod_namespace
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+    {
+        return Ok(ns);
+    }
+    match clusters.first() {
+        None => Ok(String::new()),
+        Some(c) => Err(bad(format!(
+            "is needed with managed clusters outside a pod (cluster {:?}): each managed \
+             cluster's Lease rebalancer-<cluster> lives in this namespace, which the server's \
+             RBAC must grant (deploy/rbac.yaml: `rebalancer`); set --lease-namespace or \
+             REBALANCER_LEASE_NAMESPACE",
+            c.name
+        ))),
     }
 }
 
@@ -1390,6 +1435,31 @@ mod tests {
             argv.extend(args.iter().copied());
             let err = parse(&argv).unwrap_err();
             assert!(err.contains(expected), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_lease_namespace_is_the_flag_else_the_pods_else_refused() {
+        let east = [KubeCluster {
+            name: "east".into(),
+            source: rebalancer_kube::Source::InCluster,
+        }];
+        let pod = || Some("rebalancer\n".to_owned());
+        assert_eq!(lease_namespace(Some("ops"), pod(), &east).unwrap(), "ops");
+        assert_eq!(lease_namespace(None, pod(), &east).unwrap(), "rebalancer");
+        // No managed cluster: no Lease, nothing to refuse.
+        assert_eq!(lease_namespace(None, None, &[]).unwrap(), "");
+        let err = lease_namespace(None, None, &east).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--lease-namespace: is needed with managed clusters outside a pod"),
+            "{err}"
+        );
+        assert!(err.contains("REBALANCER_LEASE_NAMESPACE"), "{err}");
+        for bad in ["", "Ops", "a.b", "a_b"] {
+            let err = lease_namespace(Some(bad), pod(), &east)
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("--lease-namespace: "), "{bad:?}: {err}");
         }
     }
 

@@ -4,7 +4,9 @@
 //! Owns [`Managed`]: per cluster its live sync (`rebalancer_kube::LiveCluster`, which installs
 //! revisions through [`Ingest`]), its Lease loop (`rebalancer_kube::Leadership`) and its
 //! backend; the answer to "may this server act on cluster X now" (the scheduler and the
-//! executor ask); and what the API shows of a managed cluster (API server, connection, lease).
+//! executor ask), and why not (the Lease, its holder, why it cannot be taken); whether a
+//! cluster is still on its first sync (`/readyz`, runs); and what the API shows of a managed
+//! cluster (API server, connection, lease, warnings), from the first second, synced or not.
 //! Must not: hold SQL, build HTTP responses, or touch credentials beyond handing the source to
 //! `rebalancer_kube::connect`.
 
@@ -22,6 +24,8 @@ use rebalancer_kube::{KubeBackend, Leadership, LeaseStatus, LiveCluster, SyncSta
 /// One managed cluster.
 #[derive(Clone)]
 pub struct ManagedCluster {
+    /// When this server started following it (ms since the epoch).
+    pub started_ms: i64,
     pub live: LiveCluster,
     pub leadership: Leadership,
     pub backend: Arc<KubeBackend>,
@@ -41,6 +45,10 @@ pub struct KubeView {
     pub api_server: String,
     pub connection: SyncStatus,
     pub lease: LeaseStatus,
+    /// What in the cluster keeps this server from acting as configured, checked at every
+    /// revision: a missing placeholder PriorityClass (when placeholder pods may be used,
+    /// reservation mode `auto` or `placeholder`). Empty when nothing does.
+    pub warnings: Vec<String>,
 }
 
 impl Managed {
@@ -48,6 +56,13 @@ impl Managed {
     /// start-up with its reason) and start syncing and competing for the Leases.
     pub async fn connect(settings: &KubeSettings, ingest: &Ingest) -> anyhow::Result<Managed> {
         let mut clusters = BTreeMap::new();
+        // Placeholder pods need their PriorityClass: each revision checks it is there.
+        let sync = rebalancer_kube::SyncOptions {
+            placeholder_priority_class: (settings.act.reservation_mode
+                != rebalancer_kube::ReservationMode::Reservation)
+                .then(|| settings.act.placeholder_priority_class.clone()),
+            ..settings.sync.clone()
+        };
         for c in &settings.clusters {
             let connection = rebalancer_kube::connect(&c.source)
                 .await
@@ -59,12 +74,8 @@ impl Managed {
                 "managing Kubernetes cluster"
             );
             let client = connection.client.clone();
-            let live = LiveCluster::start(
-                &c.name,
-                connection,
-                settings.sync.clone(),
-                Arc::new(ingest.clone()),
-            );
+            let live =
+                LiveCluster::start(&c.name, connection, sync.clone(), Arc::new(ingest.clone()));
             let leadership = Leadership::start(client, &c.name, settings.lease.clone());
             let backend = Arc::new(KubeBackend::new(
                 live.clone(),
@@ -74,6 +85,7 @@ impl Managed {
             clusters.insert(
                 c.name.clone(),
                 ManagedCluster {
+                    started_ms: rebalancer_store::now_ms(),
                     live,
                     leadership,
                     backend,
@@ -117,11 +129,79 @@ impl Managed {
         self.clusters.get(cluster).map(|c| c.leadership.status())
     }
 
+    /// Why this server does not act on `cluster` now, for its waiting pod migrations: the
+    /// Lease, who holds it, or why it cannot be taken. `None` when it may act (or the cluster
+    /// is not managed).
+    pub fn waiting_for_lease(&self, cluster: &str) -> Option<String> {
+        let c = self.clusters.get(cluster)?;
+        if c.leadership.is_leader() {
+            return None;
+        }
+        let status = c.leadership.status();
+        Some(match (&status.error, &status.holder) {
+            (Some(error), _) => format!(
+                "waiting for the lease {}, which this server cannot take: {error}",
+                status.lease
+            ),
+            (None, Some(holder)) if *holder != status.identity => {
+                format!("waiting for the lease {}, held by {holder}", status.lease)
+            }
+            (None, _) => format!(
+                "waiting for the lease {}, which this server is taking",
+                status.lease
+            ),
+        })
+    }
+
+    /// Managed clusters whose Lease this server cannot read or take, with why (for `/readyz`):
+    /// nothing is executed there until it can.
+    pub fn cannot_act(&self) -> Vec<(String, String)> {
+        self.clusters
+            .iter()
+            .filter_map(|(name, c)| {
+                let status = c.leadership.status();
+                let error = status.error?;
+                Some((
+                    name.clone(),
+                    format!("cannot take the lease {}: {error}", status.lease),
+                ))
+            })
+            .collect()
+    }
+
+    /// Whether `cluster` is managed and has had no revision installed since this server
+    /// started, with its connection state in words (`connecting: listing pods`,
+    /// `disconnected: …`): runs wait for its first sync.
+    pub fn syncing(&self, cluster: &str) -> Option<String> {
+        let c = self.clusters.get(cluster)?;
+        let status = c.live.status();
+        status.revision.is_none().then(|| describe_state(&status))
+    }
+
+    /// Managed clusters that the server can reach but has not listed yet (their first sync is
+    /// under way): `/readyz` is not ready until they are. A cluster that cannot be reached is
+    /// not among them (it is `degraded`, see [`Managed::not_synced`]).
+    pub fn first_sync(&self) -> Vec<(String, String)> {
+        self.clusters
+            .iter()
+            .filter_map(|(name, c)| {
+                let status = c.live.status();
+                (status.revision.is_none()
+                    && status.state == rebalancer_kube::ConnectionState::Connecting)
+                    .then(|| (name.clone(), describe_state(&status)))
+            })
+            .collect()
+    }
+
     pub fn view(&self, cluster: &str) -> Option<KubeView> {
-        self.clusters.get(cluster).map(|c| KubeView {
-            api_server: c.live.api_server().to_owned(),
-            connection: c.live.status(),
-            lease: c.leadership.status(),
+        self.clusters.get(cluster).map(|c| {
+            let connection = c.live.status();
+            KubeView {
+                api_server: c.live.api_server().to_owned(),
+                warnings: connection.warnings.clone(),
+                connection,
+                lease: c.leadership.status(),
+            }
         })
     }
 
@@ -131,20 +211,8 @@ impl Managed {
             .iter()
             .filter_map(|(name, c)| {
                 let status = c.live.status();
-                (status.state != rebalancer_kube::ConnectionState::Synced).then(|| {
-                    let state = match status.state {
-                        rebalancer_kube::ConnectionState::Connecting => "connecting",
-                        rebalancer_kube::ConnectionState::Synced => "synced",
-                        rebalancer_kube::ConnectionState::Disconnected => "disconnected",
-                    };
-                    (
-                        name.clone(),
-                        match status.message {
-                            Some(m) => format!("{state}: {m}"),
-                            None => state.to_owned(),
-                        },
-                    )
-                })
+                (status.state != rebalancer_kube::ConnectionState::Synced)
+                    .then(|| (name.clone(), describe_state(&status)))
             })
             .collect()
     }
@@ -155,5 +223,18 @@ impl Managed {
             c.live.stop();
             c.leadership.release().await;
         }
+    }
+}
+
+/// A connection state in words: `connecting: listing pods`, `disconnected: …`, `synced`.
+fn describe_state(status: &SyncStatus) -> String {
+    let state = match status.state {
+        rebalancer_kube::ConnectionState::Connecting => "connecting",
+        rebalancer_kube::ConnectionState::Synced => "synced",
+        rebalancer_kube::ConnectionState::Disconnected => "disconnected",
+    };
+    match &status.message {
+        Some(m) => format!("{state}: {m}"),
+        None => state.to_owned(),
     }
 }

@@ -92,10 +92,17 @@ pub enum RunFailure {
     #[error(transparent)]
     Store(StoreError),
     #[error(
-        "the stored deps of cluster \"{0}\" could not be loaded at start-up (see the server \
+        "the stored state of cluster \"{0}\" could not be loaded at start-up (see the server \
          log); push a new snapshot"
     )]
     ClusterNotLoaded(String),
+    /// A managed Kubernetes cluster with no revision yet (first sync under way, or its API
+    /// server unreachable since start-up): nothing to run on, and nothing to push either.
+    #[error(
+        "cluster \"{cluster}\" is a Kubernetes cluster this server is still syncing ({state}); \
+         it has no state until its first list completes: retry shortly"
+    )]
+    ClusterSyncing { cluster: String, state: String },
     /// The profile cannot run on this cluster; the run is recorded as failed.
     #[error("{message}")]
     InvalidProfile {
@@ -139,6 +146,19 @@ impl RunFailure {
 /// Evaluate a profile over a cluster's current snapshot and record everything. Call it through
 /// [`InFlight::detached`] so a caller that goes away does not leave the run `running`.
 pub async fn execute_run(deps: Deps, request: RunRequest) -> Result<FinishedRun, RunFailure> {
+    // Before the store: a managed cluster that never synced may have no record yet.
+    if deps.clusters.get(&request.cluster).is_none()
+        && let Some(state) = deps.managed.syncing(&request.cluster)
+    {
+        tracing::info!(
+            cluster = %request.cluster, profile = %request.profile, state = %state,
+            "run refused: the cluster has no revision yet"
+        );
+        return Err(RunFailure::ClusterSyncing {
+            cluster: request.cluster.clone(),
+            state,
+        });
+    }
     let record = deps.store.get_cluster(&request.cluster).await?;
     let snapshot = deps
         .clusters

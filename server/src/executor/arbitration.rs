@@ -955,6 +955,23 @@ fn limiter_rate(
     ))
 }
 
+/// What a limiter's bucket allows and how much of it is used, for waiting messages: `1 of 1
+/// eviction at once, one more every 2m30s`. The bucket holds `burst` evictions (0 means 1) and
+/// refills at the limiter's rate, so "2 per 5m" with burst 1 means one, then one every 2m30s.
+fn budget_use(bucket: &TokenBucket, per_ms: f64, burst: u32) -> String {
+    let capacity = burst.max(1);
+    let used = (f64::from(capacity) - bucket.tokens).ceil().max(0.0) as u32;
+    let every = if per_ms > 0.0 {
+        human_ms((1.0 / per_ms).round() as i64)
+    } else {
+        "never".to_owned()
+    };
+    format!(
+        "{used} of {capacity} eviction{} at once, one more every {every}",
+        if capacity == 1 { "" } else { "s" }
+    )
+}
+
 impl ObjectLimiters {
     /// Record an eviction at `now_ms` (takes a token from the pod's buckets in its cluster, with
     /// that cluster's knobs).
@@ -1035,9 +1052,10 @@ impl LimiterCheck for LimitersAt<'_> {
             let wait = bucket.wait_ms(self.now_ms, rate, burst);
             if wait > 0 {
                 return Some(format!(
-                    "waiting: {} used its eviction budget (objectLimiters.workload: {describe}); \
-                     next token at {}",
+                    "waiting: {} used its eviction budget: {} (objectLimiters.workload: \
+                     {describe}); next token at {}",
                     w.display,
+                    budget_use(&bucket, rate, burst),
                     instant(self.now_ms + wait)
                 ));
             }
@@ -1049,9 +1067,10 @@ impl LimiterCheck for LimitersAt<'_> {
             let wait = bucket.wait_ms(self.now_ms, rate, burst);
             if wait > 0 {
                 return Some(format!(
-                    "waiting: namespace {} used its eviction budget (objectLimiters.namespace: \
-                     {describe}); next token at {}",
+                    "waiting: namespace {} used its eviction budget: {} \
+                     (objectLimiters.namespace: {describe}); next token at {}",
                     pod.namespace,
+                    budget_use(&bucket, rate, burst),
                     instant(self.now_ms + wait)
                 ));
             }

@@ -362,9 +362,18 @@ async fn pass(deps: &Deps) -> anyhow::Result<()> {
         }
     }
     let configs = deps.executor.configs();
-    let mut all = deps.store.active_pod_migrations().await?;
-    // Another server holds these clusters' Leases: it acts there, this one waits.
-    all.retain(|m| deps.managed.may_act(&m.cluster));
+    // Another server holds these clusters' Leases (it acts there), or this one cannot take
+    // them: their pending pod migrations say which Lease they wait for and why.
+    let mut all = Vec::new();
+    for m in deps.store.active_pod_migrations().await? {
+        match deps.managed.waiting_for_lease(&m.cluster) {
+            None => all.push(m),
+            Some(why) if m.phase == MigrationPhase::Pending => {
+                machine::wait(deps, &m, "WaitingForLease", &why, false).await?;
+            }
+            Some(_) => {}
+        }
+    }
     if all.is_empty() {
         return Ok(());
     }

@@ -53,10 +53,12 @@ pub struct ClusterView {
     /// connection's state and last sync, and who holds the cluster's Lease.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<crate::managed::KubeView>,
-    /// Changes every time the state is replaced.
+    /// Changes every time the state is replaced; 0 for a managed Kubernetes cluster this
+    /// server has not synced yet (it is listed from the start, with `kubernetes` saying why).
     pub revision: i64,
-    /// When the current state was taken (the clock policies see).
-    pub snapshot_time: String,
+    /// When the current state was taken (the clock policies see); null while a managed
+    /// cluster has no revision.
+    pub snapshot_time: Option<String>,
     pub nodes: i64,
     pub pods: i64,
     pub objects: i64,
@@ -174,7 +176,7 @@ fn view(state: &AppState, record: ClusterRecord) -> Result<ClusterView, ApiError
         name: record.name,
         backend: record.backend,
         revision: record.revision,
-        snapshot_time: timestamp(record.snapshot_time_ms),
+        snapshot_time: Some(timestamp(record.snapshot_time_ms)),
         nodes: record.node_count,
         pods: record.pod_count,
         objects: record.object_count,
@@ -182,6 +184,29 @@ fn view(state: &AppState, record: ClusterRecord) -> Result<ClusterView, ApiError
         warnings,
         created_at: timestamp(record.created_at),
         updated_at: timestamp(record.updated_at),
+    })
+}
+
+/// A managed Kubernetes cluster that has no stored record yet (never synced by any run of this
+/// server: first sync under way, or its API server unreachable): listed and readable from the
+/// start, with no state (counts 0, revision 0, no snapshot time) and `kubernetes` saying why.
+fn unsynced_view(state: &AppState, name: &str) -> Option<ClusterView> {
+    let kubernetes = state.managed.view(name)?;
+    let since = timestamp(state.managed.get(name)?.started_ms);
+    Some(ClusterView {
+        name: name.to_owned(),
+        backend: crate::ingest::BACKEND_KUBERNETES.to_owned(),
+        kubernetes: Some(kubernetes),
+        revision: 0,
+        snapshot_time: None,
+        nodes: 0,
+        pods: 0,
+        objects: 0,
+        counts: BTreeMap::new(),
+        warnings: Vec::new(),
+        loaded: false,
+        created_at: since.clone(),
+        updated_at: since,
     })
 }
 
@@ -424,21 +449,31 @@ pub async fn delete_cluster(
     Ok(Json(body))
 }
 
-/// List clusters.
+/// List clusters: every stored one, and every managed Kubernetes cluster from the start (with
+/// revision 0 and no counts until its first sync), ordered by name.
 #[utoipa::path(get, path = "/api/v1/clusters", tag = "clusters",
     responses((status = 200, description = "Every cluster", body = ClusterList)))]
 pub async fn list_clusters(State(state): State<AppState>) -> Result<Json<ClusterList>, ApiError> {
-    let items = state
+    let mut items = state
         .store
         .list_clusters()
         .await?
         .into_iter()
         .map(|r| view(&state, r))
         .collect::<Result<Vec<_>, _>>()?;
+    // Managed clusters are listed from the start, synced or not.
+    for name in state.managed.names() {
+        if !items.iter().any(|c| c.name == name)
+            && let Some(v) = unsynced_view(&state, &name)
+        {
+            items.push(v);
+        }
+    }
+    items.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Json(ClusterList { items }))
 }
 
-/// One cluster.
+/// One cluster. A managed Kubernetes cluster is found from the start, synced or not.
 #[utoipa::path(get, path = "/api/v1/clusters/{name}", tag = "clusters",
     params(("name" = String, Path, description = "Cluster name")),
     responses(
@@ -450,15 +485,27 @@ pub async fn get_cluster(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<ClusterView>, ApiError> {
-    let record = state.store.get_cluster(&name).await?;
-    Ok(Json(view(&state, record)?))
+    match state.store.get_cluster(&name).await {
+        Ok(record) => Ok(Json(view(&state, record)?)),
+        Err(e @ rebalancer_store::StoreError::NotFound { .. }) => unsynced_view(&state, &name)
+            .map(Json)
+            .ok_or_else(|| e.into()),
+        Err(e) => Err(e.into()),
+    }
 }
 
-/// The loaded snapshot of a cluster: 404 when the cluster does not exist, 409 when its stored
-/// state could not be loaded.
+/// The loaded snapshot of a cluster: 404 when the cluster does not exist, 503 for a managed
+/// cluster with no revision yet, 409 when its stored state could not be loaded.
 async fn snapshot_of(state: &AppState, name: &str) -> Result<Arc<ClusterSnapshot>, ApiError> {
     if let Some(snapshot) = state.clusters.get(name) {
         return Ok(snapshot);
+    }
+    if let Some(why) = state.managed.syncing(name) {
+        return Err(crate::trigger::RunFailure::ClusterSyncing {
+            cluster: name.to_owned(),
+            state: why,
+        }
+        .into());
     }
     state.store.get_cluster(name).await?;
     Err(ApiError::conflict(
@@ -482,6 +529,11 @@ async fn snapshot_of(state: &AppState, name: &str) -> Result<Arc<ClusterSnapshot
         (status = 404, description = "No such cluster (`not_found`)", body = ErrorBody),
         (status = 409, description = "The cluster's stored state is not loaded \
             (`cluster_not_loaded`)", body = ErrorBody),
+        (status = 503, description = "The server is starting (`not_ready`), or a managed \
+            Kubernetes cluster has no state yet (`cluster_syncing`); retry after `Retry-After` \
+            seconds",
+            headers(("Retry-After" = u32, description = "Seconds to wait before retrying")),
+            body = ErrorBody),
     ))]
 pub async fn list_nodes(
     State(state): State<AppState>,
@@ -516,6 +568,11 @@ pub async fn list_nodes(
         (status = 404, description = "No such cluster (`not_found`)", body = ErrorBody),
         (status = 409, description = "The cursor belongs to an older snapshot (`stale_cursor`), \
             or the cluster's stored state is not loaded (`cluster_not_loaded`)", body = ErrorBody),
+        (status = 503, description = "The server is starting (`not_ready`), or a managed \
+            Kubernetes cluster has no state yet (`cluster_syncing`); retry after `Retry-After` \
+            seconds",
+            headers(("Retry-After" = u32, description = "Seconds to wait before retrying")),
+            body = ErrorBody),
     ))]
 pub async fn list_pods(
     State(state): State<AppState>,

@@ -374,6 +374,9 @@ impl From<RunFailure> for ApiError {
             failure @ RunFailure::ClusterNotLoaded(_) => {
                 ApiError::conflict("cluster_not_loaded", failure.to_string())
             }
+            failure @ RunFailure::ClusterSyncing { .. } => {
+                ApiError::busy("cluster_syncing", failure.to_string(), 2)
+            }
             RunFailure::InvalidProfile {
                 run,
                 message,

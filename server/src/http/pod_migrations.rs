@@ -34,7 +34,9 @@ pub struct PodMigrationView {
     /// `ReservationScheduled`, `Eviction`, `PodBoundReservation`, `BoundPodReady`) or
     /// `Complete`.
     pub status: String,
-    /// CamelCase reason of the last change: `Waiting`, `BlockedByPdb`, `Unschedulable`,
+    /// CamelCase reason of the last change: `Waiting`, `WaitingForLease` (another server
+    /// holds the cluster's Lease, or this one cannot take it: the message names the Lease and
+    /// its holder or the error), `BlockedByPdb`, `Unschedulable`,
     /// `Timeout`, `Stale`, `ReplacementElsewhere`, `Aborted`, …
     pub reason: String,
     /// What it is doing or waiting for, in words (e.g. "waiting: node n-3 already has 2
@@ -53,8 +55,9 @@ pub struct PodMigrationView {
     pub reservation_released: bool,
     /// The replacement pod, once known.
     pub new_pod: Option<NewPodView>,
-    /// TTL in seconds, counted from when it started (0: none).
-    pub ttl_seconds: f64,
+    /// TTL in whole seconds (rounded up), counted from when it started (0: none). Always an
+    /// integer, in every answer.
+    pub ttl_seconds: i64,
     pub created_at: String,
     pub updated_at: String,
     pub started_at: Option<String>,
@@ -134,7 +137,7 @@ fn view(m: PodMigrationRecord) -> PodMigrationView {
             name: m.new_pod_name,
             node: m.new_pod_node,
         }),
-        ttl_seconds: m.ttl_ms as f64 / 1000.0,
+        ttl_seconds: (m.ttl_ms.max(0) + 999) / 1000,
         created_at: timestamp(m.created_at),
         updated_at: timestamp(m.updated_at),
         started_at: m.started_at.map(timestamp),

@@ -120,6 +120,12 @@ fn view(record: RunRecord) -> Result<RunView, ApiError> {
             (`invalid_profile`, e.g. a priorityThreshold naming a PriorityClass it does not \
             have; the run is recorded as failed, `details.run` is its id), or the body does \
             not match the schema (`invalid_request`)", body = ErrorBody),
+        (status = 503, description = "The server is starting (`not_ready`), or a Kubernetes \
+            cluster this server manages has no state yet (`cluster_syncing`: its first sync is under way, or its API server has not \
+            answered since start-up; the message says which); retry after `Retry-After` \
+            seconds. Nothing is recorded",
+            headers(("Retry-After" = u32, description = "Seconds to wait before retrying")),
+            body = ErrorBody),
     ))]
 pub async fn create_run(
     State(state): State<AppState>,

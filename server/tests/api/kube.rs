@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 
 use crate::support::{TestServer, node, pod};
 
-const EAST: &str = "east";
+pub const EAST: &str = "east";
 const RESERVATION: &str = "scheduling.koordinator.sh/v1alpha1";
 const OWNER_UID: &str = "uid-ReplicaSet-web";
 /// The ServiceAccount the server runs as in the fake cluster, and its token.
@@ -429,6 +429,7 @@ pub fn managing(
             max_delay: Duration::from_millis(300),
             poll_interval: Duration::from_millis(500),
             probe_interval: Duration::from_millis(200),
+            ..rebalancer_kube::SyncOptions::default()
         };
         s.kube.lease = rebalancer_kube::LeaseOptions {
             duration: Duration::from_secs(1),
@@ -475,7 +476,7 @@ pub fn lifetime_profile() -> Value {
 }
 
 /// Run the lifetime profile on east and approve web-1's decision; returns the decision id.
-async fn propose_and_approve_web_1(server: &TestServer) -> i64 {
+pub async fn propose_and_approve_web_1(server: &TestServer) -> i64 {
     server.put_profile("lifetime", &lifetime_profile()).await;
     let (status, run) = server.run(EAST, "lifetime").await;
     assert_eq!(status, StatusCode::CREATED, "{run:#}");
@@ -497,7 +498,7 @@ async fn propose_and_approve_web_1(server: &TestServer) -> i64 {
     id
 }
 
-async fn wait_synced(server: &TestServer) -> Value {
+pub async fn wait_synced(server: &TestServer) -> Value {
     until(
         server,
         &format!("/api/v1/clusters/{EAST}"),
@@ -1091,7 +1092,7 @@ async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &s
     let deadline = Instant::now() + Duration::from_secs(30);
     let client = crate::support::client_with_token(crate::support::ADMIN_TOKEN);
     loop {
-        // 404 until the first revision is installed.
+        // Listed from the start; pods 0 until the first revision is installed.
         let view: Value = client
             .get(format!("{base}/api/v1/clusters/{EAST}"))
             .send()

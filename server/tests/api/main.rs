@@ -21,6 +21,7 @@ mod fuzz;
 mod koordinator;
 mod kube;
 mod kube_real;
+mod kube_state;
 mod logs;
 mod metrics;
 mod migrations;

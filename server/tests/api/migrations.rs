@@ -166,7 +166,10 @@ async fn a_reservation_first_pod_migration_on_the_simulated_backend() {
     assert_eq!(body["details"]["podMigrations"], json!([next]), "{body:#}");
     let message = waiting["message"].as_str().unwrap();
     assert!(
-        message.starts_with("waiting: ReplicaSet shop/web used its eviction budget (objectLimiters.workload: 1 per 5m)"),
+        message.starts_with(
+            "waiting: ReplicaSet shop/web used its eviction budget: 1 of 1 eviction at once, one \
+             more every 5m0s (objectLimiters.workload: 1 per 5m)"
+        ),
         "{message}"
     );
 
@@ -434,7 +437,8 @@ async fn clusters_sharing_names_are_arbitrated_apart() {
     let message = m["message"].as_str().unwrap();
     assert!(
         message.starts_with(
-            "waiting: namespace batch used its eviction budget (objectLimiters.namespace: 1 per 1h)"
+            "waiting: namespace batch used its eviction budget: 1 of 1 eviction at once, one more \
+             every 1h0m0s (objectLimiters.namespace: 1 per 1h)"
         ),
         "{message}"
     );

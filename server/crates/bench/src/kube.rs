@@ -302,7 +302,9 @@ pub fn run(args: KubeArgs) -> anyhow::Result<()> {
             .as_i64()
             .map(|n| n + 1);
         let synced = wait_cluster(addr, LIVE, Duration::from_secs(600), |v| {
+            // Listed from the start: synced and with a revision installed.
             v["kubernetes"]["connection"]["state"] == "synced"
+                && !v["kubernetes"]["connection"]["revision"].is_null()
                 && total_pods.is_none_or(|n| v["pods"] == n)
         })?;
         let initial_sync_ms = ms(started);

@@ -275,6 +275,34 @@ fn push_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// Whether two versions of an object differ only where a heartbeat writes: `resourceVersion`,
+/// `managedFields`, and the `lastHeartbeatTime`/`lastProbeTime` of its status conditions (a
+/// kubelet renews its node's conditions every ~10 s). Nothing a policy reads changed, so no
+/// new revision is needed. Either text not being JSON counts as a change.
+pub fn only_heartbeat_differs(old: &str, new: &str) -> bool {
+    fn strip(text: &str) -> Option<serde_json::Value> {
+        let mut v: serde_json::Value = serde_json::from_str(text).ok()?;
+        if let Some(meta) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("resourceVersion");
+            meta.remove("managedFields");
+        }
+        if let Some(conditions) = v
+            .pointer_mut("/status/conditions")
+            .and_then(|c| c.as_array_mut())
+        {
+            for c in conditions.iter_mut().filter_map(|c| c.as_object_mut()) {
+                c.remove("lastHeartbeatTime");
+                c.remove("lastProbeTime");
+            }
+        }
+        Some(v)
+    }
+    match (strip(old), strip(new)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,6 +339,34 @@ mod tests {
             .unwrap()
             .remove(LAST_APPLIED);
         assert_eq!(back, expected);
+    }
+
+    #[test]
+    fn a_heartbeat_is_not_a_change_a_taint_is() {
+        let node = |rv: &str, beat: &str, taints: Value| {
+            json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "n1", "resourceVersion": rv},
+                "spec": {"taints": taints},
+                "status": {"conditions": [{
+                    "type": "Ready", "status": "True",
+                    "lastHeartbeatTime": beat, "lastTransitionTime": "2026-01-01T00:00:00Z"
+                }]}
+            })
+            .to_string()
+        };
+        let before = node("1", "2026-01-01T00:00:00Z", json!([]));
+        let beat = node("2", "2026-01-01T00:00:10Z", json!([]));
+        assert!(only_heartbeat_differs(&before, &beat));
+        let tainted = node(
+            "3",
+            "2026-01-01T00:00:10Z",
+            json!([{"key": "k", "effect": "NoSchedule"}]),
+        );
+        assert!(!only_heartbeat_differs(&beat, &tainted));
+        let not_ready = beat.replace("\"status\":\"True\"", "\"status\":\"False\"");
+        assert!(!only_heartbeat_differs(&beat, &not_ready), "{not_ready}");
+        assert!(!only_heartbeat_differs("not json", &beat));
     }
 
     #[test]

@@ -9,6 +9,11 @@
 //! so of two servers racing exactly one wins (the other gets 409 Conflict). A holder that could
 //! not renew within `renew_deadline` stops acting before its Lease can expire for others.
 //!
+//! A Lease that cannot be read or taken (403 in a namespace the RBAC does not grant, 404, a
+//! record that does not decode) is retried at the same pace, logged once as a WARN and then
+//! counted ([`crate::repeated`]), and shown in [`LeaseStatus::error`] as the verb and the API
+//! server's `reason: message (code)`.
+//!
 //! Why not a crate: kube-lease-manager (the maintained one for kube 5) takes the Lease with
 //! server-side apply and relies on field-manager conflicts; optimistic concurrency on
 //! resourceVersion is the protocol every API server (and our fake one) implements exactly.
@@ -22,6 +27,9 @@ use kube::Api;
 use kube::api::PostParams;
 use serde::Serialize;
 use tokio::task::JoinHandle;
+
+use crate::error::describe;
+use crate::repeated::Repeated;
 
 /// Timing of leader election (client-go's defaults).
 #[derive(Clone, Debug)]
@@ -62,7 +70,10 @@ pub struct LeaseStatus {
     pub holder: Option<String>,
     /// This server's identity.
     pub identity: String,
-    /// The last error reading or writing the Lease.
+    /// Why the last attempt to read, create or renew the Lease failed, as the verb and the API
+    /// server's `reason: message (code)` (`create: Forbidden: leases.coordination.k8s.io is
+    /// forbidden: … (403)`); `None` when it succeeded. While set, this server cannot act on
+    /// the cluster unless it still holds the Lease.
     pub error: Option<String>,
 }
 
@@ -129,8 +140,17 @@ impl Leadership {
             let api = lease_api;
             let cluster = cluster.to_owned();
             tokio::spawn(async move {
+                // A Lease that cannot be read or taken is retried every `retry` (the protocol's
+                // pace) but logged once, then counted.
+                let mut failures = Repeated::new(&cluster, "cluster lease");
                 loop {
                     let result = try_acquire_or_renew(&api, &name, &options, &state).await;
+                    match &result {
+                        Ok(()) => failures.succeeded(),
+                        Err(e) => {
+                            failures.failed(&format!("Lease {}/{name}: {e}", options.namespace))
+                        }
+                    }
                     if let Ok(mut s) = state.write() {
                         let was = s.status.held;
                         s.status.error = result.err();
@@ -204,7 +224,7 @@ impl Leadership {
         match tokio::time::timeout(Duration::from_secs(5), result).await {
             Ok(Ok(())) => tracing::info!(lease = %name, "cluster lease released"),
             Ok(Err(e)) => {
-                tracing::warn!(lease = %name, error = %e, "releasing the lease failed; it expires by itself")
+                tracing::warn!(lease = %name, error = %describe(&e), "releasing the lease failed; it expires by itself")
             }
             Err(_) => {
                 tracing::warn!(lease = %name, "releasing the lease timed out; it expires by itself")
@@ -239,7 +259,7 @@ async fn try_acquire_or_renew(
     let current = api
         .get_opt(name)
         .await
-        .map_err(|e| format!("reading Lease {name}: {e}"))?;
+        .map_err(|e| format!("get: {}", describe(&e)))?;
     let Some(mut lease) = current else {
         let lease = Lease {
             metadata: ObjectMeta {
@@ -269,7 +289,7 @@ async fn try_acquire_or_renew(
                 Ok(())
             }
             Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
-            Err(e) => Err(format!("creating Lease {name}: {e}")),
+            Err(e) => Err(format!("create: {}", describe(&e))),
         };
     };
 
@@ -321,7 +341,7 @@ async fn try_acquire_or_renew(
             }
             Ok(())
         }
-        Err(e) => Err(format!("writing Lease {name}: {e}")),
+        Err(e) => Err(format!("update: {}", describe(&e))),
     }
 }
 

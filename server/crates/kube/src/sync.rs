@@ -12,6 +12,13 @@
 //! Consistency: a snapshot is built from one copy of the cache taken under its lock, so a run
 //! sees one revision; a kind that is re-listing (after 410 Gone or a reconnect) keeps serving
 //! its previous objects until the new list is complete.
+//!
+//! Quiet: a node heartbeat (only `lastHeartbeatTime`-style fields and `resourceVersion`
+//! changed, see [`crate::lean::only_heartbeat_differs`]) updates the cache but makes no
+//! revision; revisions are logged at DEBUG; errors are described as `reason: message (code)`
+//! and retried with backoff, a failing discovery logged once and then counted. Each revision
+//! also checks what acting needs from the cluster (the placeholder PriorityClass) and keeps
+//! it in [`SyncStatus::warnings`], logged when it appears and when it is resolved.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -28,8 +35,10 @@ use tokio::task::JoinHandle;
 use rebalancer_cluster::{self as cluster, ClusterSnapshot, JsonPacker, SharedObject};
 
 use crate::connect::Connection;
+use crate::error::describe;
 use crate::kinds::{Follow, WATCHED, WatchedKind, optional_groups};
 use crate::lean::LeanObject;
+use crate::repeated::Repeated;
 
 /// Timing of the sync.
 #[derive(Clone, Debug)]
@@ -43,6 +52,10 @@ pub struct SyncOptions {
     /// How often the API server is probed (`GET /version`) to notice a silent loss of
     /// connection and its recovery.
     pub probe_interval: Duration,
+    /// The PriorityClass placeholder pods need, when they may be used (reservation mode `auto`
+    /// or `placeholder`): each revision checks it exists, and a warning says so while it does
+    /// not ([`SyncStatus::warnings`]).
+    pub placeholder_priority_class: Option<String>,
 }
 
 impl Default for SyncOptions {
@@ -52,6 +65,7 @@ impl Default for SyncOptions {
             max_delay: Duration::from_secs(1),
             poll_interval: Duration::from_secs(30),
             probe_interval: Duration::from_secs(10),
+            placeholder_priority_class: None,
         }
     }
 }
@@ -93,6 +107,11 @@ pub struct SyncStatus {
     pub revision: Option<u64>,
     /// The optional kinds discovery found and that are followed (`NodeMetrics`, `Reservation`…).
     pub optional_kinds: Vec<String>,
+    /// What in the cluster keeps this server from acting as configured, checked at every
+    /// revision (a missing placeholder PriorityClass); empty when nothing does. The server
+    /// shows them beside the connection, not in it.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 fn now_ms() -> i64 {
@@ -239,6 +258,7 @@ impl LiveCluster {
                 last_sync_ms: None,
                 revision: None,
                 optional_kinds: Vec::new(),
+                warnings: Vec::new(),
             }),
             changed: Notify::new(),
             reservations_served: RwLock::new(None),
@@ -429,6 +449,7 @@ impl LiveCluster {
     /// Retries with backoff until the API server answers.
     async fn discover(&self) -> Vec<usize> {
         let mut delay = Duration::from_millis(500);
+        let mut failures = Repeated::new(&self.shared.name, "cluster discovery");
         loop {
             let discovery = kube::Discovery::new(self.client())
                 .filter(&optional_groups())
@@ -452,6 +473,7 @@ impl LiveCluster {
                             }
                         }
                     }
+                    failures.succeeded();
                     if let Ok(mut served) = self.shared.reservations_served.write() {
                         *served = Some(optional.iter().any(|k| k == "Reservation"));
                     }
@@ -467,10 +489,9 @@ impl LiveCluster {
                     return followed;
                 }
                 Err(e) => {
-                    self.set_state(
-                        ConnectionState::Disconnected,
-                        Some(format!("discovery failed: {e}")),
-                    );
+                    let error = format!("discovery failed: {}", describe(&e));
+                    failures.failed(&error);
+                    self.set_state(ConnectionState::Disconnected, Some(error));
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(30));
                 }
@@ -524,17 +545,35 @@ impl LiveCluster {
             let event = match event {
                 Ok(e) => e,
                 Err(e) => {
-                    let transport = match &e {
-                        watcher::Error::InitialListFailed(e)
-                        | watcher::Error::WatchStartFailed(e)
-                        | watcher::Error::WatchFailed(e) => !matches!(e, kube::Error::Api(_)),
-                        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => false,
+                    let (transport, error) = match &e {
+                        watcher::Error::InitialListFailed(k) => (
+                            !matches!(k, kube::Error::Api(_)),
+                            format!("list: {}", describe(k)),
+                        ),
+                        watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => (
+                            !matches!(k, kube::Error::Api(_)),
+                            format!("watch: {}", describe(k)),
+                        ),
+                        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => {
+                            (false, e.to_string())
+                        }
                     };
-                    self.kind_error(i, Some(e.to_string()), transport);
+                    self.kind_error(i, Some(error), transport);
                     continue;
                 }
             };
             self.kind_error(i, None, false);
+            // A kubelet's heartbeat (every ~10 s per node) changes nothing a policy reads: the
+            // cache takes the object, but it makes no revision.
+            let heartbeat = match &event {
+                watcher::Event::Apply(o) if kind.kind == "Node" => {
+                    let ns = o.metadata.namespace.as_deref().unwrap_or_default();
+                    let name = o.metadata.name.as_deref().unwrap_or_default();
+                    self.object_json(kind.kind, ns, name)
+                        .is_some_and(|old| crate::lean::only_heartbeat_differs(&old, &o.json))
+                }
+                _ => false,
+            };
             // Packed before the cache is locked: readers never wait for it.
             let object = match &event {
                 watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
@@ -592,7 +631,9 @@ impl LiveCluster {
                         if let Some(c) = cache.kinds[i].as_mut() {
                             c.objects.insert(key_of(&o), o);
                         }
-                        cache.touch();
+                        if !heartbeat {
+                            cache.touch();
+                        }
                     }
                 }
                 watcher::Event::Delete(o) => {
@@ -613,7 +654,9 @@ impl LiveCluster {
             if synced_now {
                 self.refresh_state();
             }
-            self.shared.changed.notify_one();
+            if !heartbeat {
+                self.shared.changed.notify_one();
+            }
         }
     }
 
@@ -642,7 +685,7 @@ impl LiveCluster {
                 }
                 Err(e) => {
                     let transport = !matches!(e, kube::Error::Api(_));
-                    self.kind_error(i, Some(e.to_string()), transport)
+                    self.kind_error(i, Some(format!("list: {}", describe(&e))), transport)
                 }
             }
             tokio::time::sleep(self.shared.options.poll_interval).await;
@@ -660,7 +703,7 @@ impl LiveCluster {
             .await;
             let error = match result {
                 Ok(Ok(_)) => None,
-                Ok(Err(e)) => Some(e.to_string()),
+                Ok(Err(e)) => Some(describe(&e)),
                 Err(_) => Some("no answer to GET /version".to_owned()),
             };
             let changed = {
@@ -768,13 +811,23 @@ impl LiveCluster {
             );
             match sink.install(&self.shared.name, snapshot).await {
                 Ok(()) => {
-                    tracing::info!(
+                    // Every burst of changes makes one: DEBUG (the first sync and losses of
+                    // connection are INFO and WARN in `set_state`).
+                    tracing::debug!(
                         cluster = %self.shared.name, revision, nodes, pods, build_ms,
                         rows_converted = converted, "cluster revision installed"
                     );
+                    let warnings = self.cluster_warnings();
                     if let Ok(mut status) = self.shared.status.write() {
                         status.last_sync_ms = Some(now_ms());
                         status.revision = Some(revision);
+                        for w in warnings.iter().filter(|w| !status.warnings.contains(w)) {
+                            tracing::warn!(cluster = %self.shared.name, warning = %w, "cluster warning");
+                        }
+                        for w in status.warnings.iter().filter(|w| !warnings.contains(w)) {
+                            tracing::info!(cluster = %self.shared.name, warning = %w, "cluster warning resolved");
+                        }
+                        status.warnings = warnings;
                     }
                     // A revision frees the previous one's tables (hundreds of MB on a large
                     // cluster): hand the freed pages back to the system.
@@ -788,6 +841,23 @@ impl LiveCluster {
                 }
             }
         }
+    }
+}
+
+impl LiveCluster {
+    /// What in the cluster keeps this server from acting as configured, from the cache now.
+    fn cluster_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if let Some(class) = &self.shared.options.placeholder_priority_class
+            && self.object_json("PriorityClass", "", class).is_none()
+        {
+            warnings.push(format!(
+                "PriorityClass {class} does not exist: placeholder pods \
+                 (--placeholder-priority-class) cannot be created, so pod migrations that need \
+                 one fail; create it (deploy/priorityclass.yaml)"
+            ));
+        }
+        warnings
     }
 }
 

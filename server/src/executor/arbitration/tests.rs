@@ -590,7 +590,10 @@ fn object_limiters_make_pods_wait_after_an_eviction() {
         .blocked(&p, Some(&web))
         .unwrap();
     assert!(
-        why.contains("ReplicaSet shop/web used its eviction budget (objectLimiters.workload: 1 per 5m); next token at 1970-01-01T00:05:00Z"),
+        why.contains(
+            "ReplicaSet shop/web used its eviction budget: 1 of 1 eviction at once, one more \
+             every 5m0s (objectLimiters.workload: 1 per 5m); next token at 1970-01-01T00:05:00Z"
+        ),
         "{why}"
     );
     assert_eq!(limiters.at(&config, 300_000).blocked(&p, Some(&web)), None);
@@ -617,7 +620,10 @@ fn object_limiters_make_pods_wait_after_an_eviction() {
     limiters.record_eviction(&config, &q, None, 0);
     let why = limiters.at(&config, 0).blocked(&q, None).unwrap();
     assert!(
-        why.contains("namespace shop used its eviction budget"),
+        why.contains(
+            "namespace shop used its eviction budget: 2 of 2 evictions at once, one more every \
+             30s (objectLimiters.namespace: 2 per 1m)"
+        ),
         "{why}"
     );
     assert_eq!(limiters.at(&config, 30_000).blocked(&q, None), None);

@@ -40,6 +40,7 @@ pub fn fast() -> SyncOptions {
         max_delay: Duration::from_millis(300),
         poll_interval: Duration::from_millis(300),
         probe_interval: Duration::from_millis(200),
+        placeholder_priority_class: None,
     }
 }
 
