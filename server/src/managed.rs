@@ -178,16 +178,17 @@ impl Managed {
         status.revision.is_none().then(|| describe_state(&status))
     }
 
-    /// Managed clusters that the server can reach but has not listed yet (their first sync is
-    /// under way): `/readyz` is not ready until they are. A cluster that cannot be reached is
-    /// not among them (it is `degraded`, see [`Managed::not_synced`]).
+    /// Managed clusters that the server can reach but has no revision of yet (their first list
+    /// is under way, or listed and its first revision not installed yet): `/readyz` is not
+    /// ready until they have one. A cluster that cannot be reached is not among them (it is
+    /// `degraded`, see [`Managed::not_synced`]).
     pub fn first_sync(&self) -> Vec<(String, String)> {
         self.clusters
             .iter()
             .filter_map(|(name, c)| {
                 let status = c.live.status();
                 (status.revision.is_none()
-                    && status.state == rebalancer_kube::ConnectionState::Connecting)
+                    && status.state != rebalancer_kube::ConnectionState::Disconnected)
                     .then(|| (name.clone(), describe_state(&status)))
             })
             .collect()

@@ -253,6 +253,7 @@ fn pod_state(snapshot: &ClusterSnapshot, id: u32) -> Result<PodState, BackendErr
         reservation,
         // The simulated cluster removes an evicted pod at once.
         terminating: false,
+        created_ms: Some(pod.creation_ms()),
     })
 }
 

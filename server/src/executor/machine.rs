@@ -20,7 +20,7 @@
 //! the race leaves the executor's change unapplied (and its side effect unperformed).
 
 use super::Deps;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use crate::backend::{
     BackendError, EvictedPod, EvictionCheck, EvictionRequest, EvictionResult, PodState,
@@ -67,6 +67,18 @@ enum Outcome {
 
 fn reservation_name(m: &PodMigrationRecord) -> String {
     format!("rebalancer-pm-{}", m.id)
+}
+
+/// How many reservations a pod migration may make when others' replacements keep taking them.
+const MAX_RESERVATION_ATTEMPTS: u32 = 3;
+
+/// Which attempt reservation `name` of `m` is: `rebalancer-pm-<id>` is the 1st,
+/// `rebalancer-pm-<id>-<n>` the n-th.
+fn reservation_attempt(m: &PodMigrationRecord, name: &str) -> u32 {
+    name.strip_prefix(&reservation_name(m))
+        .and_then(|rest| rest.strip_prefix('-'))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
 }
 
 /// How messages name `m`'s reservation: `Reservation` or `placeholder pod`.
@@ -621,18 +633,46 @@ async fn step(deps: &Deps, m: &PodMigrationRecord) -> Result<Outcome, StepError>
                     Ok(Outcome::Stopped)
                 }
                 Some(ReservationState::Bound { pod_uid, .. }) => {
-                    fail(
+                    // A Reservation serves any pod of its controller: the replacement of another
+                    // pod migration of the workload took it before this one evicted. Reserve
+                    // again (a few times), nothing evicted meanwhile.
+                    let attempt = reservation_attempt(m, &name);
+                    if attempt >= MAX_RESERVATION_ATTEMPTS {
+                        fail(
+                            deps,
+                            m,
+                            "ForbiddenMigratePod",
+                            &format!(
+                                "{kind} {name} is already bound by another pod ({pod_uid}), the \
+                                 {attempt}th reservation taken so; pod {} was not evicted",
+                                pod_ref(m)
+                            ),
+                        )
+                        .await?;
+                        return Ok(Outcome::Stopped);
+                    }
+                    // The consumed object holds nothing; delete it before forgetting its name.
+                    backend.release(cluster, &name).await?;
+                    let next = format!("{}-{}", reservation_name(m), attempt + 1);
+                    let message = format!(
+                        "{kind} {name} was taken by pod {pod_uid} (a replacement of another pod \
+                         of the workload) before pod {} was evicted; reserving again as {next}",
+                        pod_ref(m)
+                    );
+                    let applied = apply(
                         deps,
                         m,
-                        "ForbiddenMigratePod",
-                        &format!(
-                            "{kind} {name} is already bound by another pod ({pod_uid}); \
-                             pod {} was not evicted",
-                            pod_ref(m)
-                        ),
+                        MigrationChange {
+                            step: Some("Reserving".into()),
+                            reason: Some("ReservationTaken".into()),
+                            message: Some(message.clone()),
+                            reservation: Some(next),
+                            events: vec![NewEvent::warning("ReservationTaken", message)],
+                            ..MigrationChange::default()
+                        },
                     )
                     .await?;
-                    Ok(Outcome::Stopped)
+                    Ok(progressed(applied))
                 }
                 Some(ReservationState::Scheduled { node }) if node == m.source_node => {
                     fail(
@@ -992,15 +1032,39 @@ enum Choice {
     Wait(Option<PodState>),
 }
 
+/// How much older than an eviction a pod may be and still be its replacement (the clocks of
+/// this server and the API server differ a little; the Kubernetes backend uses the same).
+const REPLACEMENT_SLACK_MS: i64 = 5_000;
+
+/// The other unfinished pod migrations of the cluster, as [`choose_replacement`] sees them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Others {
+    /// The workload's pod migrations that evicted and have no replacement yet.
+    rivals: Vec<Rival>,
+    /// Their reservations' names: a pod bound into one is theirs (a pod bound into the
+    /// reservation of a finished pod migration is free).
+    reservations: Vec<String>,
+}
+
+/// Another pod migration of the same workload that evicted and has no replacement yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Rival {
+    /// Its reserved node.
+    target: String,
+    /// When it requested its eviction (ms).
+    evicted_at: i64,
+}
+
 /// Which candidate replaces the evicted pod of pod migration `id` (the rule documented in
 /// docs/operations.md, "Which pod is the replacement"). `candidates` come best first from the
-/// backend; `claims` says which of them other pod migrations took; `others_targets` are the
-/// reserved nodes of the workload's other pod migrations that evicted and still look for their
-/// replacement.
+/// backend; `claims` says which of them other pod migrations took; `others` are the other
+/// unfinished pod migrations.
 /// 1. a candidate this pod migration claimed before (a restart) is kept;
-/// 2. candidates another pod migration claimed, or bound into another reservation, are out;
+/// 2. candidates another pod migration claimed, or bound into another unfinished one's
+///    reservation, are out;
 /// 3. of the scheduled ones, the first on this pod migration's reserved node;
-/// 4. else the first that is not on a node another pod migration reserved;
+/// 4. else the first that is not on the reserved node of a rival it could replace (created
+///    after that rival's eviction, minus the slack): that pod is most likely the rival's;
 /// 5. else none yet (wait).
 fn choose_replacement(
     id: i64,
@@ -1008,7 +1072,7 @@ fn choose_replacement(
     reservation: &str,
     candidates: &[PodState],
     claims: &HashMap<String, i64>,
-    others_targets: &BTreeSet<String>,
+    others: &Others,
 ) -> Choice {
     if let Some(mine) = candidates.iter().find(|p| claims.get(&p.uid) == Some(&id)) {
         return Choice::Take(mine.clone());
@@ -1017,14 +1081,24 @@ fn choose_replacement(
         .iter()
         .filter(|p| !p.terminating)
         .filter(|p| claims.get(&p.uid).is_none_or(|by| *by == id))
-        .filter(|p| p.reservation.as_deref().is_none_or(|r| r == reservation))
+        .filter(|p| {
+            p.reservation
+                .as_deref()
+                .is_none_or(|r| r == reservation || !others.reservations.iter().any(|o| o == r))
+        })
         .collect();
     let scheduled = || free.iter().filter(|p| p.node.is_some());
     if let Some(p) = scheduled().find(|p| target.is_some() && p.node.as_deref() == target) {
         return Choice::Take((*p).clone());
     }
-    if let Some(p) = scheduled().find(|p| !others_targets.contains(p.node.as_deref().unwrap_or("")))
-    {
+    let a_rivals = |p: &PodState| {
+        others.rivals.iter().any(|r| {
+            p.node.as_deref() == Some(r.target.as_str())
+                && p.created_ms
+                    .is_none_or(|c| c >= r.evicted_at - REPLACEMENT_SLACK_MS)
+        })
+    };
+    if let Some(p) = scheduled().find(|p| !a_rivals(p)) {
         return Choice::Take((*p).clone());
     }
     Choice::Wait(free.iter().find(|p| p.node.is_none()).map(|p| (*p).clone()))
@@ -1083,6 +1157,7 @@ async fn settle_replacement(deps: &Deps, m: &PodMigrationRecord) -> Result<Outco
                 owner: None,
                 reservation: Some(name.clone()),
                 terminating: false,
+                created_ms: None,
             });
             pod.node = Some(node);
             Choice::Take(pod)
@@ -1091,30 +1166,30 @@ async fn settle_replacement(deps: &Deps, m: &PodMigrationRecord) -> Result<Outco
             let candidates = backend.replacements_of(cluster, &evicted).await?;
             let uids: Vec<String> = candidates.iter().map(|p| p.uid.clone()).collect();
             let claims = deps.store.replacement_claims(cluster, &uids).await?;
-            let others_targets: BTreeSet<String> = match &m.workload {
-                Some(workload) => deps
-                    .store
-                    .active_pod_migrations()
-                    .await?
-                    .into_iter()
-                    .filter(|o| {
-                        o.id != m.id
-                            && o.cluster == m.cluster
-                            && o.workload.as_ref() == Some(workload)
-                            && o.eviction_requested_at.is_some()
-                            && o.new_pod_uid.is_none()
-                    })
-                    .filter_map(|o| o.target_node)
-                    .collect(),
-                None => BTreeSet::new(),
-            };
+            let mut others = Others::default();
+            for o in deps.store.active_pod_migrations().await? {
+                if o.id == m.id || o.cluster != m.cluster {
+                    continue;
+                }
+                if let Some(r) = &o.reservation {
+                    others.reservations.push(r.clone());
+                }
+                if o.workload.is_some()
+                    && o.workload == m.workload
+                    && o.new_pod_uid.is_none()
+                    && let (Some(target), Some(evicted_at)) =
+                        (o.target_node, o.eviction_requested_at)
+                {
+                    others.rivals.push(Rival { target, evicted_at });
+                }
+            }
             choose_replacement(
                 m.id,
                 m.target_node.as_deref(),
                 &name,
                 &candidates,
                 &claims,
-                &others_targets,
+                &others,
             )
         }
     };

@@ -103,6 +103,7 @@ fn pod_state(uid: &str, node: Option<&str>, ready: bool, reservation: Option<&st
         owner: None,
         reservation: reservation.map(String::from),
         terminating: false,
+        created_ms: None,
     }
 }
 

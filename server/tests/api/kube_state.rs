@@ -332,6 +332,13 @@ async fn heartbeats_make_no_revision_a_taint_does() {
 #[tokio::test]
 async fn a_missing_placeholder_priority_class_is_a_warning_until_it_exists() {
     let cluster = cluster(&[]).await;
+    // deploy/priorityclass.yaml not applied.
+    cluster.fake.delete(
+        "scheduling.k8s.io/v1",
+        "PriorityClass",
+        "",
+        "rebalancer-placeholder",
+    );
     let server = TestServer::start_with(managing(&cluster, "server-a")).await;
     let view = until(
         &server,

@@ -53,6 +53,9 @@ pub struct PodState {
     /// still holding its node until its containers stop.
     #[serde(default)]
     pub terminating: bool,
+    /// `metadata.creationTimestamp`, in ms since the epoch (when known).
+    #[serde(default)]
+    pub created_ms: Option<i64>,
 }
 
 /// Whether the Eviction API would admit evicting a pod now, judged from its PDBs.
@@ -341,6 +344,9 @@ impl PodState {
             owner: controller_of(pod),
             reservation: reservation_of(pod),
             terminating: pod["metadata"]["deletionTimestamp"].is_string(),
+            created_ms: pod["metadata"]["creationTimestamp"]
+                .as_str()
+                .and_then(rebalancer_cluster::parse_time_ms),
         }
     }
 }

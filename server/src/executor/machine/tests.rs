@@ -1,8 +1,8 @@
 //! The replacement rule on its own: which candidate a pod migration claims.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
-use super::{Choice, choose_replacement};
+use super::{Choice, Others, Rival, choose_replacement};
 use crate::backend::PodState;
 
 fn replica(uid: &str, node: Option<&str>) -> PodState {
@@ -16,6 +16,7 @@ fn replica(uid: &str, node: Option<&str>) -> PodState {
         owner: None,
         reservation: None,
         terminating: false,
+        created_ms: Some(1_000),
     }
 }
 
@@ -35,7 +36,7 @@ fn a_replacement_on_the_reserved_node_wins_over_an_older_one_elsewhere() {
         "rebalancer-pm-1",
         &candidates,
         &HashMap::new(),
-        &BTreeSet::new(),
+        &Others::default(),
     );
     assert_eq!(taken(choice), "uid-r2");
 }
@@ -44,7 +45,7 @@ fn a_replacement_on_the_reserved_node_wins_over_an_older_one_elsewhere() {
 fn a_pod_another_pod_migration_claimed_is_never_taken_and_a_claim_is_kept() {
     let candidates = [replica("uid-r1", Some("n2")), replica("uid-r2", Some("n3"))];
     let claims = HashMap::from([("uid-r1".to_owned(), 7)]);
-    let none = BTreeSet::new();
+    let none = Others::default();
     // r1 is on this pod migration's reserved node, but pod migration 7 claimed it.
     assert_eq!(
         taken(choose_replacement(
@@ -74,9 +75,16 @@ fn a_pod_another_pod_migration_claimed_is_never_taken_and_a_claim_is_kept() {
 
 #[test]
 fn pods_on_another_pod_migrations_reserved_node_are_left_to_it() {
-    // r1 landed on n5, which pod migration 2 reserved; r2 on n6, nobody's.
+    // r1 landed on n5, which pod migration 2 reserved; r2 on n6, nobody's. Both were created
+    // (at 1 s) after pod migration 2's eviction (at 3 s) minus the slack: r1 may be its.
     let candidates = [replica("uid-r1", Some("n5")), replica("uid-r2", Some("n6"))];
-    let others = BTreeSet::from(["n5".to_owned()]);
+    let others = Others {
+        rivals: vec![Rival {
+            target: "n5".into(),
+            evicted_at: 3_000,
+        }],
+        reservations: Vec::new(),
+    };
     assert_eq!(
         taken(choose_replacement(
             1,
@@ -100,6 +108,25 @@ fn pods_on_another_pod_migrations_reserved_node_are_left_to_it() {
         ),
         Choice::Wait(None)
     );
+    // A rival that evicted well after r1 was created cannot be replaced by it: r1 is free.
+    let later = Others {
+        rivals: vec![Rival {
+            target: "n5".into(),
+            evicted_at: 60_000,
+        }],
+        reservations: Vec::new(),
+    };
+    assert_eq!(
+        taken(choose_replacement(
+            1,
+            Some("n2"),
+            "pm-1",
+            &candidates[..1],
+            &HashMap::new(),
+            &later
+        )),
+        "uid-r1"
+    );
 }
 
 #[test]
@@ -109,7 +136,11 @@ fn unscheduled_terminating_and_otherwise_bound_candidates_wait() {
     let mut bound_elsewhere = replica("uid-r1", Some("n2"));
     bound_elsewhere.reservation = Some("rebalancer-pm-9".into());
     let pending = replica("uid-r2", None);
-    let candidates = [gone, bound_elsewhere, pending.clone()];
+    let candidates = [gone, bound_elsewhere.clone(), pending.clone()];
+    let pm_9_unfinished = Others {
+        rivals: Vec::new(),
+        reservations: vec!["rebalancer-pm-9".into()],
+    };
     assert_eq!(
         choose_replacement(
             1,
@@ -117,8 +148,21 @@ fn unscheduled_terminating_and_otherwise_bound_candidates_wait() {
             "rebalancer-pm-1",
             &candidates,
             &HashMap::new(),
-            &BTreeSet::new()
+            &pm_9_unfinished
         ),
         Choice::Wait(Some(pending))
+    );
+    // Once pod migration 9 is over (it failed: its Reservation was taken before it evicted),
+    // the pod bound into its Reservation is free to be this one's.
+    assert_eq!(
+        taken(choose_replacement(
+            1,
+            Some("n2"),
+            "rebalancer-pm-1",
+            &candidates,
+            &HashMap::new(),
+            &Others::default()
+        )),
+        bound_elsewhere.uid
     );
 }
