@@ -91,7 +91,10 @@ mod tests {
              cannot get resource \"pods\" in API group \"\" in the namespace \"shop\"",
         );
         let text = describe(&e);
-        assert!(text.starts_with("Forbidden: pods \"web-1\" is forbidden"), "{text}");
+        assert!(
+            text.starts_with("Forbidden: pods \"web-1\" is forbidden"),
+            "{text}"
+        );
         assert!(text.ends_with("(403)"), "{text}");
         assert!(!text.contains("Status {"), "{text}");
     }
@@ -104,8 +107,15 @@ mod tests {
         for code in [408, 409, 429, 500, 503, 504] {
             assert_eq!(classify(&api(code, "X", "m")), Failure::Transient, "{code}");
         }
-        let forbidden = backend_error("get", "pods in namespace shop", &api(403, "Forbidden", "no"));
-        assert!(matches!(forbidden, BackendError::Forbidden(_)), "{forbidden:?}");
+        let forbidden = backend_error(
+            "get",
+            "pods in namespace shop",
+            &api(403, "Forbidden", "no"),
+        );
+        assert!(
+            matches!(forbidden, BackendError::Forbidden(_)),
+            "{forbidden:?}"
+        );
         assert_eq!(
             forbidden.to_string(),
             "forbidden: get pods in namespace shop: Forbidden: no (403)"
