@@ -104,7 +104,7 @@ pub enum EvictionResult {
     BlockedByPdb { pdb: String, message: String },
     /// Refused for a reason retrying will not fix (e.g. the pod has several PDBs).
     Refused { message: String },
-    /// The pod is already gone, or already being deleted (Terminating): nothing was done.
+    /// The pod is already gone: nothing was done.
     NotFound,
 }
 

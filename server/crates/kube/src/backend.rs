@@ -802,16 +802,6 @@ impl Backend for KubeBackend {
         req: &EvictionRequest,
     ) -> Result<EvictionResult, BackendError> {
         let pod = self.cached_pod(&req.uid);
-        // Already being deleted: evicted before (by us, before a restart, or by someone else)
-        // and Terminating for its grace period. The Eviction API would accept it again (it
-        // ignores PDBs for a terminating pod), and a second Descheduled Event would claim a
-        // second eviction: report it gone instead, as it will be.
-        if pod
-            .as_ref()
-            .is_some_and(|p| p["metadata"]["deletionTimestamp"].is_string())
-        {
-            return Ok(EvictionResult::NotFound);
-        }
         let mut delete_options = json!({"preconditions": {"uid": req.uid}});
         if let Some(grace) = req.grace_period_seconds {
             delete_options["gracePeriodSeconds"] = json!(grace);

@@ -86,38 +86,6 @@ async fn an_eviction_evicts_that_uid_writes_the_event_and_the_annotations() {
     );
 }
 
-/// A real API server keeps an evicted pod, Terminating, for its grace period: evicting it
-/// again (a restart between the eviction and its record) must neither call the Eviction API
-/// (it would accept) nor write a second Descheduled event.
-#[tokio::test]
-async fn a_terminating_pod_is_not_evicted_again() {
-    let fake = FakeApiServer::start().await;
-    small(&fake);
-    let world = World::start(fake, fast()).await;
-    let b = backend(&world, ReservationMode::Auto).await;
-    let mut terminating = world.fake.get("v1", "Pod", "shop", "web-1").unwrap();
-    terminating["metadata"]["deletionTimestamp"] = json!("2030-01-01T00:00:00Z");
-    terminating["metadata"]["deletionGracePeriodSeconds"] = json!(30);
-    world.fake.apply(terminating);
-    world
-        .until("the pod terminating in the cache", |w| {
-            w.live
-                .pod_json("uid-shop-web-1")
-                .is_some_and(|j| j.contains("deletionTimestamp"))
-        })
-        .await;
-
-    assert_eq!(
-        b.evict(CLUSTER, &eviction("web-1")).await.unwrap(),
-        EvictionResult::NotFound
-    );
-    assert!(
-        world.fake.evictions().is_empty(),
-        "the Eviction API was called"
-    );
-    assert!(world.fake.list("events.k8s.io/v1", "Event").is_empty());
-}
-
 #[tokio::test]
 async fn a_same_named_replacement_is_never_evicted() {
     let fake = FakeApiServer::start().await;
