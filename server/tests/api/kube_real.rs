@@ -202,12 +202,8 @@ async fn a_pdb_blocks_the_move_until_it_is_relaxed() {
 }
 
 /// Two pod migrations of one ReplicaSet at once (bulk approval): each gets a replacement of
-/// its own, both live pods of the Deployment.
-///
-/// By reading, expected to fail today: both pod migrations take the ReplicaSet's earliest pod
-/// created since their eviction (less `CLOCK_SLACK_MS`, 5 s) as their replacement
-/// (`KubeBackend::newer_pod_of`), and two evictions 100 ms apart see the same one. No test on
-/// the fake API server moves two pods of one ReplicaSet.
+/// its own, both live pods of the Deployment (each claims its pod in the store, by the rule in
+/// docs/operations.md, "Which pod is the replacement").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real cluster: set KUBECONFIG and pass --ignored (see the module doc)"]
 async fn two_moves_of_one_replicaset_get_two_replacements() {
@@ -410,7 +406,8 @@ async fn a_move_through_a_koordinator_reservation() {
             !saw_placeholder,
             "a placeholder pod was made instead: {m:#}"
         );
-        // Bound into the Reservation, not landed beside it.
+        // Bound into the Reservation, not landed beside it (one move: no sibling's replacement
+        // can take the Reservation first).
         assert_ne!(m["reason"], "ReplacementElsewhere", "{m:#}");
         assert_eq!(m["newPod"]["node"], m["targetNode"], "{m:#}");
         e2e.assert_nothing_left().await;
