@@ -76,17 +76,28 @@ async fn the_deployed_manifest_is_enforced() {
         WatchEvent::Modified(_)
     ));
 
-    // Not granted: a get of a pod (only list/watch), a Secret.
-    let status = api_error(shop.get("web-1").await);
+    // Granted: a get of a pod (the backend reads a pod fresh before evicting it).
+    shop.get("web-1").await.unwrap();
+    // Not granted: an update of a pod, a get of a node (only list/watch), a Secret.
+    let mut web_1 = shop.get("web-1").await.unwrap();
+    web_1.metadata.labels = Some([("app".to_owned(), "other".to_owned())].into());
+    let status = api_error(shop.replace("web-1", &PostParams::default(), &web_1).await);
     assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
     assert_eq!(
         status.message,
-        r#"pods "web-1" is forbidden: User "system:serviceaccount:rebalancer:rebalancer" cannot get resource "pods" in API group "" in the namespace "shop""#
+        r#"pods "web-1" is forbidden: User "system:serviceaccount:rebalancer:rebalancer" cannot update resource "pods" in API group "" in the namespace "shop""#
     );
     let details = status.details.unwrap();
     assert_eq!(
         (details.name.as_str(), details.kind.as_str()),
         ("web-1", "pods")
+    );
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(sa.clone());
+    let status = api_error(nodes.get("n1").await);
+    assert_eq!(status.code, 403);
+    assert_eq!(
+        status.message,
+        r#"nodes "n1" is forbidden: User "system:serviceaccount:rebalancer:rebalancer" cannot get resource "nodes" in API group "" at the cluster scope"#
     );
     let secrets: Api<Secret> = Api::namespaced(sa.clone(), "rebalancer");
     let status = api_error(secrets.get("token").await);
@@ -127,7 +138,8 @@ async fn the_deployed_manifest_is_enforced() {
     assert_eq!(
         server.denied(),
         [
-            (access("get", "", "pods", ""), "shop".to_string()),
+            (access("update", "", "pods", ""), "shop".to_string()),
+            (access("get", "", "nodes", ""), String::new()),
             (access("get", "", "secrets", ""), "rebalancer".to_string()),
             (
                 access("create", "coordination.k8s.io", "leases", ""),
