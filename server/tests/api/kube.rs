@@ -1367,3 +1367,24 @@ async fn crash_with_a_placeholder_after_evicting_was_persisted() {
 async fn crash_with_a_placeholder_after_the_replacement_landed() {
     crash_and_resume(&[], "PodBoundReservation", "PodBoundReservation").await;
 }
+
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_with_a_placeholder_after_admission() {
+    crash_and_resume(&[], "Admitted", "Admitted").await;
+}
+
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_with_a_placeholder_after_it_was_created() {
+    crash_and_resume(&[], "ReservationCreated", "ReservationCreated").await;
+}
+
+// The fake API server lives in this process while the test blocks waiting for the binary:
+// it needs a worker of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_with_a_placeholder_before_complete() {
+    crash_and_resume(&[], "BoundPodReady", "BoundPodReady").await;
+}

@@ -115,6 +115,63 @@ async fn a_lease_that_cannot_be_read_is_shown_and_named_by_waiting_pod_migration
     .await;
 }
 
+/// The Lease in a namespace `deploy/rbac.yaml` does not grant (the old out-of-cluster default,
+/// `default`): the API server's 403 is shown as it reads, in the cluster's view, `/readyz` and
+/// the waiting pod migration; nothing acts.
+#[tokio::test]
+async fn a_lease_the_rbac_refuses_is_a_readable_403_everywhere() {
+    let mut cluster = cluster(&[]).await;
+    cluster.expect_denied = true;
+    let settings = managing(&cluster, "server-a");
+    let server = TestServer::start_with(move |s| {
+        settings(s);
+        s.kube.lease.namespace = "default".into();
+    })
+    .await;
+    wait_synced(&server).await;
+    let view = until(
+        &server,
+        &format!("/api/v1/clusters/{EAST}"),
+        "the lease error",
+        |c| c["kubernetes"]["lease"]["error"].is_string(),
+    )
+    .await;
+    let error = view["kubernetes"]["lease"]["error"].as_str().unwrap();
+    for part in [
+        "Forbidden: ",
+        "cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"default\"",
+        "(403)",
+    ] {
+        assert!(error.contains(part), "{part:?} in {error:?}");
+    }
+    let (_, ready) = server.get("/readyz").await;
+    assert_eq!(ready["status"], "degraded", "{ready:#}");
+    assert!(
+        ready["cannotAct"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("(403)")),
+        "{ready:#}"
+    );
+    let decision = propose_and_approve_web_1(&server).await;
+    let m = migration_with_reason(&server, decision, "WaitingForLease").await;
+    let message = m["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "waiting for the lease default/rebalancer-east, which this server cannot take: "
+        ) && message.contains("(403)"),
+        "{m:#}"
+    );
+    assert!(cluster.fake.evictions().is_empty(), "nothing acted");
+    let denied = cluster.fake.denied();
+    assert!(
+        !denied.is_empty()
+            && denied
+                .iter()
+                .all(|(a, ns)| a.resource == "leases" && ns == "default"),
+        "only the Lease was refused: {denied:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_non_holder_names_the_lease_and_its_holder_and_numbers_keep_one_type() {
     let cluster = cluster(&[]).await;

@@ -44,10 +44,22 @@ pub fn fast() -> SyncOptions {
     }
 }
 
-/// A client of `fake` through a kubeconfig file, as an operator would configure it.
+/// The token of the ServiceAccount `rebalancer/rebalancer` the backend runs as.
+pub const SA_TOKEN: &str = "rebalancer-sa-token";
+
+/// A client of `fake` through a kubeconfig file, as an operator would configure it, as the
+/// ServiceAccount of `deploy/`: the fake enforces `deploy/rbac.yaml` for it, so a request the
+/// manifest does not grant is refused here as on a real API server ([`assert_nothing_denied`]).
 pub async fn connection(fake: &FakeApiServer, dir: &tempfile::TempDir) -> Connection {
+    let rbac = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../deploy/rbac.yaml"
+    ))
+    .expect("deploy/rbac.yaml");
+    fake.add_service_account("rebalancer", "rebalancer", SA_TOKEN, &rbac)
+        .expect("deploy/rbac.yaml loads");
     let path = dir.path().join("kubeconfig");
-    std::fs::write(&path, fake.kubeconfig(CLUSTER)).unwrap();
+    std::fs::write(&path, fake.kubeconfig_with_token(CLUSTER, SA_TOKEN)).unwrap();
     rebalancer_kube::connect(&Source::Kubeconfig {
         path: Some(path),
         context: Some(CLUSTER.into()),
@@ -61,6 +73,16 @@ pub struct World {
     pub live: LiveCluster,
     pub sink: Arc<Sink>,
     pub dir: tempfile::TempDir,
+    expect_denied: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for World {
+    /// Every test runs as the ServiceAccount of `deploy/`: nothing it did may have been refused.
+    fn drop(&mut self) {
+        if !std::thread::panicking() && !self.expect_denied.load(Ordering::SeqCst) {
+            assert_nothing_denied(&self.fake);
+        }
+    }
 }
 
 impl World {
@@ -81,7 +103,14 @@ impl World {
             live,
             sink,
             dir,
+            expect_denied: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Tests that make the backend ask for what `deploy/` does not grant (on purpose) say so.
+    pub fn expect_denied(&self) {
+        self.expect_denied
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn snapshot(&self) -> Option<Arc<ClusterSnapshot>> {
@@ -180,4 +209,13 @@ pub fn small(fake: &FakeApiServer) {
     fake.apply(node("n2"));
     fake.apply(pod("shop", "web-1", "n1"));
     fake.apply(pod("shop", "web-2", "n1"));
+}
+
+/// Nothing the backend asked for was refused by the RBAC of `deploy/`.
+pub fn assert_nothing_denied(fake: &FakeApiServer) {
+    let denied = fake.denied();
+    assert!(
+        denied.is_empty(),
+        "deploy/rbac.yaml does not grant what the backend asked for: {denied:?}"
+    );
 }
