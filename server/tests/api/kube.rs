@@ -547,6 +547,15 @@ fn successful_evictions(fake: &FakeApiServer) -> Vec<String> {
         .collect()
 }
 
+/// Placeholders and Reservations are all released (within 10 s).
+async fn nothing_left(cluster: &Cluster) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !leftovers(cluster).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(leftovers(cluster), Vec::<String>::new(), "left behind");
+}
+
 fn leftovers(cluster: &Cluster) -> Vec<String> {
     let mut left: Vec<String> = cluster
         .fake
@@ -657,11 +666,7 @@ async fn an_approved_decision_migrates_through_a_koordinator_reservation() {
             .any(|ev| ev["reason"] == "Descheduled" && ev["regarding"]["name"] == "web-1")
     );
     // The consumed Reservation is cleaned up, nothing is left behind.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !leftovers(&cluster).is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(leftovers(&cluster), Vec::<String>::new());
+    nothing_left(&cluster).await;
     let (_, decision) = server.get(&format!("/api/v1/decisions/{decision}")).await;
     assert_eq!(decision["status"], "succeeded");
 }
@@ -678,11 +683,7 @@ async fn an_approved_decision_migrates_through_a_placeholder_pod() {
     assert_eq!(m["targetNode"], "n3", "{m:#}");
     assert_eq!(m["newPod"]["node"], "n3", "{m:#}");
     assert_eq!(successful_evictions(&cluster.fake), ["shop/web-1"]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !leftovers(&cluster).is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(leftovers(&cluster), Vec::<String>::new());
+    nothing_left(&cluster).await;
 }
 
 /// The pod migration of `decision` now.
@@ -754,11 +755,7 @@ async fn the_placeholder_is_held_until_the_replacement_is_ready_while_the_pod_te
     assert_eq!(m["phase"], "Succeeded", "{m:#}");
     assert_eq!(m["status"], "Complete", "{m:#}");
     assert_eq!(m["newPod"]["node"], m["targetNode"], "{m:#}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !leftovers(&cluster).is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(leftovers(&cluster), Vec::<String>::new());
+    nothing_left(&cluster).await;
     assert!(cluster.fake.finish_termination("shop", "web-1"));
     assert_eq!(cluster.fake.evictions_of("uid-shop-web-1"), 1);
 }
@@ -891,11 +888,7 @@ async fn five_moves_of_one_replicaset(groups: &[OptionalGroup]) {
             "shop/web-5"
         ]
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !leftovers(&cluster).is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(leftovers(&cluster), Vec::<String>::new());
+    nothing_left(&cluster).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1007,11 +1000,7 @@ async fn a_call_the_rbac_refuses_fails_the_pod_migration_at_once() {
             .all(|(a, _)| a.resource == "pods" && a.subresource == "eviction"),
         "only the eviction was refused: {denied:?}"
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !leftovers(&cluster).is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(leftovers(&cluster), Vec::<String>::new());
+    nothing_left(&cluster).await;
 }
 
 #[tokio::test]
@@ -1234,157 +1223,45 @@ async fn crash_and_resume(groups: &[OptionalGroup], point: &str, expect_step: &s
         cluster.fake.finish_termination("shop", "web-1"),
         "{point}: the evicted pod was still terminating"
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !leftovers(&cluster).is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(
-        leftovers(&cluster),
-        Vec::<String>::new(),
-        "{point}: orphans"
-    );
+    nothing_left(&cluster).await;
     second.terminate();
 }
 
 const KOORD: &[OptionalGroup] = &[OptionalGroup::Reservation];
 
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_after_admission() {
-    crash_and_resume(KOORD, "Admitted", "Admitted").await;
+/// One test per crash point: `name: groups, fault point, step the crash leaves`. The fake API
+/// server lives in this process while the test blocks waiting for the binary: each test needs
+/// a worker of its own. `ReserveCalled` and `EvictCalled` come between a call and its record
+/// (with a placeholder, the first finds it already there on restart: AlreadyExists, then a read
+/// the RBAC must grant).
+macro_rules! crash_tests {
+    ($($name:ident: $groups:expr, $point:literal, $step:literal;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            crash_and_resume($groups, $point, $step).await;
+        }
+    )*};
 }
 
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_after_the_reservation_was_made_before_it_was_recorded() {
-    crash_and_resume(KOORD, "ReserveCalled", "Reserving").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_after_reserving_was_persisted() {
-    crash_and_resume(KOORD, "Reserving", "Reserving").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_after_the_reservation_was_created() {
-    crash_and_resume(KOORD, "ReservationCreated", "ReservationCreated").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_after_the_reservation_was_scheduled() {
-    crash_and_resume(KOORD, "ReservationScheduled", "ReservationScheduled").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_after_evicting_was_persisted() {
-    crash_and_resume(KOORD, "Evicting", "Evicting").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_after_the_eviction_call_before_it_was_recorded() {
-    crash_and_resume(KOORD, "EvictCalled", "Evicting").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_after_the_eviction_was_recorded() {
-    crash_and_resume(KOORD, "Evicted", "Evicted").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_after_the_replacement_bound() {
-    crash_and_resume(KOORD, "PodBoundReservation", "PodBoundReservation").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_before_complete() {
-    crash_and_resume(KOORD, "BoundPodReady", "BoundPodReady").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_with_a_placeholder_after_reserving() {
-    crash_and_resume(&[], "Reserving", "Reserving").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_with_a_placeholder_after_the_eviction_call() {
-    crash_and_resume(&[], "EvictCalled", "Evicting").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_with_a_placeholder_after_the_eviction_was_recorded() {
-    crash_and_resume(&[], "Evicted", "Evicted").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own. The placeholder exists when the server comes back: creating it
-// again answers AlreadyExists, and reading it back must be granted (it was not, once).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_with_a_placeholder_after_it_was_made_before_it_was_recorded() {
-    crash_and_resume(&[], "ReserveCalled", "Reserving").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_with_a_placeholder_after_it_was_scheduled() {
-    crash_and_resume(&[], "ReservationScheduled", "ReservationScheduled").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_with_a_placeholder_after_evicting_was_persisted() {
-    crash_and_resume(&[], "Evicting", "Evicting").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_with_a_placeholder_after_the_replacement_landed() {
-    crash_and_resume(&[], "PodBoundReservation", "PodBoundReservation").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_with_a_placeholder_after_admission() {
-    crash_and_resume(&[], "Admitted", "Admitted").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_with_a_placeholder_after_it_was_created() {
-    crash_and_resume(&[], "ReservationCreated", "ReservationCreated").await;
-}
-
-// The fake API server lives in this process while the test blocks waiting for the binary:
-// it needs a worker of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_with_a_placeholder_before_complete() {
-    crash_and_resume(&[], "BoundPodReady", "BoundPodReady").await;
+crash_tests! {
+    crash_after_admission: KOORD, "Admitted", "Admitted";
+    crash_after_the_reservation_was_made_before_it_was_recorded: KOORD, "ReserveCalled", "Reserving";
+    crash_after_reserving_was_persisted: KOORD, "Reserving", "Reserving";
+    crash_after_the_reservation_was_created: KOORD, "ReservationCreated", "ReservationCreated";
+    crash_after_the_reservation_was_scheduled: KOORD, "ReservationScheduled", "ReservationScheduled";
+    crash_after_evicting_was_persisted: KOORD, "Evicting", "Evicting";
+    crash_after_the_eviction_call_before_it_was_recorded: KOORD, "EvictCalled", "Evicting";
+    crash_after_the_eviction_was_recorded: KOORD, "Evicted", "Evicted";
+    crash_after_the_replacement_bound: KOORD, "PodBoundReservation", "PodBoundReservation";
+    crash_before_complete: KOORD, "BoundPodReady", "BoundPodReady";
+    crash_with_a_placeholder_after_reserving: &[], "Reserving", "Reserving";
+    crash_with_a_placeholder_after_the_eviction_call: &[], "EvictCalled", "Evicting";
+    crash_with_a_placeholder_after_the_eviction_was_recorded: &[], "Evicted", "Evicted";
+    crash_with_a_placeholder_after_it_was_made_before_it_was_recorded: &[], "ReserveCalled", "Reserving";
+    crash_with_a_placeholder_after_it_was_scheduled: &[], "ReservationScheduled", "ReservationScheduled";
+    crash_with_a_placeholder_after_evicting_was_persisted: &[], "Evicting", "Evicting";
+    crash_with_a_placeholder_after_the_replacement_landed: &[], "PodBoundReservation", "PodBoundReservation";
+    crash_with_a_placeholder_after_admission: &[], "Admitted", "Admitted";
+    crash_with_a_placeholder_after_it_was_created: &[], "ReservationCreated", "ReservationCreated";
+    crash_with_a_placeholder_before_complete: &[], "BoundPodReady", "BoundPodReady";
 }

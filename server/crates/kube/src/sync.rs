@@ -384,10 +384,13 @@ impl LiveCluster {
         status.message = message;
     }
 
-    /// Derive the connection state from the kinds' errors and sync.
+    /// Derive the connection state from the kinds' errors and sync. The state is written while
+    /// the cache is still locked: two watchers refreshing at once must not let the older view
+    /// (say, "listing namespaces" from before its list completed) overwrite the newer one, which
+    /// nothing would refresh again.
     fn refresh_state(&self) {
+        let cache = self.lock_cache();
         let (state, message) = {
-            let cache = self.lock_cache();
             let mut errors: Vec<String> = WATCHED
                 .iter()
                 .zip(&cache.kinds)
@@ -417,6 +420,7 @@ impl LiveCluster {
             }
         };
         self.set_state(state, message);
+        drop(cache);
     }
 
     async fn run(self, sink: Arc<dyn SnapshotSink>) {
