@@ -481,6 +481,20 @@ subjects: [{kind: ServiceAccount, name: someone-else, namespace: ops}]
             forbidden(user, &get).message,
             r#"pods "web-1" is forbidden: User "system:serviceaccount:rebalancer:rebalancer" cannot get resource "pods" in API group "" in the namespace "shop""#
         );
+        let evict = Attributes {
+            subresource: "eviction",
+            name: "web-1",
+            ..attrs("create", "", "pods", "shop")
+        };
+        let denied = forbidden(user, &evict);
+        assert_eq!(
+            denied.message,
+            r#"pods "web-1" is forbidden: User "system:serviceaccount:rebalancer:rebalancer" cannot create resource "pods/eviction" in API group "" in the namespace "shop""#
+        );
+        assert_eq!(
+            denied.details,
+            Some(serde_json::json!({"kind": "pods", "name": "web-1"}))
+        );
         let list = attrs("list", "coordination.k8s.io", "leases", "");
         assert_eq!(
             forbidden(user, &list).message,
