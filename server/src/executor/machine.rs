@@ -417,7 +417,9 @@ pub async fn drive(deps: &Deps, id: i64) -> Result<(), StoreError> {
                         "a backend call failed for good"
                     },
                     m.step,
-                    if m.evicted_at.is_some() || m.step == "Evicting" {
+                    if m.evicted_at.is_some() {
+                        "; the pod had been evicted"
+                    } else if m.step == "Evicting" {
                         "; the pod may have been evicted"
                     } else {
                         "; the pod was not evicted"
@@ -1346,6 +1348,12 @@ pub async fn abort(
         });
     }
     deps.metrics.pod_migration_finished("Aborted", "Aborted");
+    deps.executor
+        .inner
+        .retries
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&id);
     let m = deps.store.get_pod_migration(id).await?;
     release(deps, &m).await;
     deps.executor.wake();
