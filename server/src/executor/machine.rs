@@ -23,7 +23,7 @@ use super::Deps;
 use std::collections::HashMap;
 
 use crate::backend::{
-    BackendError, EvictedPod, EvictionCheck, EvictionRequest, EvictionResult, PodState,
+    BackendError, EvictedPod, EvictionCheck, EvictionRequest, EvictionResult, PodState, Repeated,
     ReservationKind, ReservationRequest, ReservationState,
 };
 use crate::metrics::{Eviction, EvictionOutcome};
@@ -297,49 +297,43 @@ pub async fn release(deps: &Deps, m: &PodMigrationRecord) {
         return;
     }
     let failures = &deps.executor.inner.release_failures;
-    match deps.backend.release(&m.cluster, &name).await {
-        Ok(()) => {
-            let failed = failures
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&m.id)
-                .unwrap_or(0);
-            if let Err(e) = deps.store.mark_reservation_released(m.id).await {
-                tracing::error!(pod_migration = m.id, error = %e, "could not record a released reservation; retrying");
-            } else {
-                tracing::info!(
-                    pod_migration = m.id, reservation = %name, kind = reservation_kind(m),
-                    failed_attempts = failed, "reservation released"
-                );
+    let outcome = deps.backend.release(&m.cluster, &name).await;
+    {
+        let mut failures = failures.lock().unwrap_or_else(|p| p.into_inner());
+        match &outcome {
+            Ok(()) => {
+                if let Some(mut run) = failures.remove(&m.id) {
+                    run.succeeded();
+                }
             }
+            Err(e) => failures
+                .entry(m.id)
+                .or_insert_with(|| {
+                    Repeated::new(
+                        &m.cluster,
+                        format!("release of {} {name}", reservation_kind(m)),
+                    )
+                })
+                .failed(&e.to_string()),
         }
-        Err(e) => {
-            let failed = {
-                let mut failures = failures.lock().unwrap_or_else(|p| p.into_inner());
-                let n = failures.entry(m.id).or_default();
-                *n += 1;
-                *n
-            };
-            if failed == 1 {
-                tracing::warn!(
-                    pod_migration = m.id, reservation = %name, kind = reservation_kind(m),
-                    error = %e, "releasing the reservation failed; retrying on every pass"
-                );
-            } else {
-                tracing::debug!(
-                    pod_migration = m.id, reservation = %name, failures = failed, error = %e,
-                    "releasing the reservation failed again"
-                );
-            }
+    }
+    if outcome.is_ok() {
+        if let Err(e) = deps.store.mark_reservation_released(m.id).await {
+            tracing::error!(pod_migration = m.id, error = %e, "could not record a released reservation; retrying");
+        } else {
+            tracing::info!(
+                pod_migration = m.id, reservation = %name, kind = reservation_kind(m),
+                "reservation released"
+            );
         }
     }
 }
 
-/// A pod migration whose step keeps failing with a transient backend error.
-#[derive(Clone, Copy, Debug)]
+/// A pod migration whose step keeps failing with a transient backend error: when to try again,
+/// and the run of failures (logged once, then counted).
+#[derive(Debug)]
 pub struct Retry {
-    /// Failures in a row.
-    failures: u32,
+    run: Repeated,
     /// Not before (ms since the epoch).
     next_at: i64,
 }
@@ -349,15 +343,21 @@ const RETRY_FIRST_MS: i64 = 500;
 const RETRY_MAX_MS: i64 = 30_000;
 
 impl Retry {
-    fn after(previous: Option<Retry>, now: i64) -> Retry {
-        let failures = previous.map_or(1, |r| r.failures.saturating_add(1));
-        let delay = RETRY_FIRST_MS
-            .saturating_mul(1_i64 << (failures - 1).min(16))
-            .min(RETRY_MAX_MS);
+    fn new(m: &PodMigrationRecord) -> Retry {
         Retry {
-            failures,
-            next_at: now + delay,
+            run: Repeated::new(&m.cluster, format!("pod migration {}", m.id)),
+            next_at: 0,
         }
+    }
+
+    /// One more failure at `now`: the next try waits 0.5 s doubling per failure, up to 30 s.
+    fn failed(&mut self, error: &str, now: i64) {
+        self.run.failed(error);
+        let doublings = (self.run.failures() - 1).min(16) as u32;
+        self.next_at = now
+            + RETRY_FIRST_MS
+                .saturating_mul(1 << doublings)
+                .min(RETRY_MAX_MS);
     }
 }
 
@@ -367,44 +367,27 @@ impl Retry {
 /// call that failed.
 pub async fn drive(deps: &Deps, id: i64) -> Result<(), StoreError> {
     let retries = &deps.executor.inner.retries;
-    let backoff = retries
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&id)
-        .copied();
-    if backoff.is_some_and(|r| now_ms() < r.next_at) {
+    let retries = || retries.lock().unwrap_or_else(|p| p.into_inner());
+    if retries().get(&id).is_some_and(|r| now_ms() < r.next_at) {
         return Ok(());
     }
     for _ in 0..MAX_STEPS_PER_PASS {
         let _step = deps.executor.inner.step_lock.lock().await;
         let m = deps.store.get_pod_migration(id).await?;
         if m.phase != MigrationPhase::Running {
-            retries
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
+            retries().remove(&id);
             return Ok(());
         }
         let outcome = match step(deps, &m).await {
             Ok(outcome) => {
-                let recovered = retries
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&id);
-                if let Some(r) = recovered {
-                    tracing::info!(
-                        pod_migration = id, step = %m.step, failures = r.failures,
-                        "backend calls succeed again"
-                    );
+                if let Some(mut r) = retries().remove(&id) {
+                    r.run.succeeded();
                 }
                 outcome
             }
             Err(StepError::Store(e)) => return Err(e),
             Err(StepError::Backend(e)) if !e.is_transient() => {
-                retries
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&id);
+                retries().remove(&id);
                 let reason = match e {
                     BackendError::Forbidden(_) => "Forbidden",
                     _ => "BackendRefused",
@@ -429,23 +412,10 @@ pub async fn drive(deps: &Deps, id: i64) -> Result<(), StoreError> {
                 Outcome::Stopped
             }
             Err(StepError::Backend(e)) => {
-                let retry = {
-                    let mut retries = retries.lock().unwrap_or_else(|p| p.into_inner());
-                    let retry = Retry::after(retries.get(&id).copied(), now_ms());
-                    retries.insert(id, retry);
-                    retry
-                };
-                if retry.failures == 1 {
-                    tracing::warn!(
-                        pod_migration = id, step = %m.step, error = %e,
-                        "backend call failed; retrying with backoff"
-                    );
-                } else {
-                    tracing::debug!(
-                        pod_migration = id, step = %m.step, failures = retry.failures, error = %e,
-                        "backend call failed again"
-                    );
-                }
+                retries()
+                    .entry(id)
+                    .or_insert_with(|| Retry::new(&m))
+                    .failed(&format!("step {}: {e}", m.step), now_ms());
                 wait(
                     deps,
                     &m,

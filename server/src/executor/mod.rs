@@ -101,7 +101,7 @@ struct Inner {
     /// again, and how many failures in a row (backoff and log throttling).
     retries: StdMutex<HashMap<i64, machine::Retry>>,
     /// Failed releases in a row, per pod migration (the first is a WARN, the rest counted).
-    release_failures: StdMutex<HashMap<i64, u32>>,
+    release_failures: StdMutex<HashMap<i64, crate::backend::Repeated>>,
 }
 
 impl Default for Executor {

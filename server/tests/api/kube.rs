@@ -516,19 +516,30 @@ pub async fn wait_synced(server: &TestServer) -> Value {
     .await
 }
 
-async fn finished_migration(server: &TestServer, decision: i64) -> Value {
+/// The pod migration of `decision`, once `check` holds for it (20 s).
+pub async fn migration_until(
+    server: &TestServer,
+    decision: i64,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
     until(
         server,
         &format!("/api/v1/pod-migrations?decision={decision}"),
-        "the pod migration to finish",
-        |l| {
-            l["items"][0]["phase"]
-                .as_str()
-                .is_some_and(|p| matches!(p, "Succeeded" | "Failed" | "Aborted"))
-        },
+        what,
+        |l| check(&l["items"][0]),
     )
     .await["items"][0]
         .clone()
+}
+
+async fn finished_migration(server: &TestServer, decision: i64) -> Value {
+    migration_until(server, decision, "the pod migration to finish", |m| {
+        m["phase"]
+            .as_str()
+            .is_some_and(|p| matches!(p, "Succeeded" | "Failed" | "Aborted"))
+    })
+    .await
 }
 
 /// `Descheduled` Events about pod `uid`.
@@ -707,14 +718,13 @@ async fn the_placeholder_is_held_until_the_replacement_is_ready_while_the_pod_te
     let server = TestServer::start_with(managing(&cluster, "server-a")).await;
     wait_synced(&server).await;
     let decision = propose_and_approve_web_1(&server).await;
-    let m = until(
+    let m = migration_until(
         &server,
-        &format!("/api/v1/pod-migrations?decision={decision}"),
+        decision,
         "the replacement on the placeholder's node",
-        |l| l["items"][0]["status"] == "PodBoundReservation",
+        |m| m["status"] == "PodBoundReservation",
     )
-    .await["items"][0]
-        .clone();
+    .await;
     assert_eq!(m["reservationKind"], "placeholder pod", "{m:#}");
     let placeholder = m["reservation"].as_str().unwrap().to_owned();
     let (_, detail) = server
@@ -920,14 +930,10 @@ async fn the_eviction_apis_429_waits_and_evicts_once_the_pdb_allows() {
     let server = TestServer::start_with(managing(&cluster, "server-a")).await;
     wait_synced(&server).await;
     let decision = propose_and_approve_web_1(&server).await;
-    let m = until(
-        &server,
-        &format!("/api/v1/pod-migrations?decision={decision}"),
-        "the Eviction API's refusal",
-        |l| l["items"][0]["reason"] == "BlockedByPdb",
-    )
-    .await["items"][0]
-        .clone();
+    let m = migration_until(&server, decision, "the Eviction API's refusal", |m| {
+        m["reason"] == "BlockedByPdb"
+    })
+    .await;
     assert!(
         cluster.fake.evictions().iter().any(|e| e.status == 429),
         "the Eviction API answered 429: {:?}",

@@ -11,7 +11,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::kube::{
-    EAST, cluster, lifetime_profile, managing, propose_and_approve_web_1, until, wait_synced,
+    EAST, cluster, lifetime_profile, managing, migration_until, propose_and_approve_web_1, until,
+    wait_synced,
 };
 use crate::support::{TestServer, client_with_token};
 
@@ -35,14 +36,8 @@ async fn revision(server: &TestServer) -> i64 {
 
 /// The pod migration of `decision`, once its reason is `reason`.
 async fn migration_with_reason(server: &TestServer, decision: i64, reason: &str) -> Value {
-    until(
-        server,
-        &format!("/api/v1/pod-migrations?decision={decision}"),
-        &format!("the pod migration's reason {reason}"),
-        |l| l["items"][0]["reason"] == reason,
-    )
-    .await["items"][0]
-        .clone()
+    let what = format!("the pod migration's reason {reason}");
+    migration_until(server, decision, &what, |m| m["reason"] == reason).await
 }
 
 #[tokio::test]
@@ -106,11 +101,11 @@ async fn a_lease_that_cannot_be_read_is_shown_and_named_by_waiting_pod_migration
         Value::Null,
         "{view:#}"
     );
-    until(
+    migration_until(
         &server,
-        &format!("/api/v1/pod-migrations?decision={decision}"),
+        decision,
         "the pod migration to leave Pending",
-        |l| l["items"][0]["phase"] != "Pending",
+        |m| m["phase"] != "Pending",
     )
     .await;
 }

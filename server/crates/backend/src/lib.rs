@@ -15,6 +15,10 @@
 //! `record_eviction` writes what the cluster is told of an eviction once per pod, however often
 //! it is called.
 
+mod repeated;
+
+pub use repeated::Repeated;
+
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;

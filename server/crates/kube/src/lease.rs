@@ -29,7 +29,7 @@ use serde::Serialize;
 use tokio::task::JoinHandle;
 
 use crate::error::describe;
-use crate::repeated::Repeated;
+use rebalancer_backend::Repeated;
 
 /// Timing of leader election (client-go's defaults).
 #[derive(Clone, Debug)]

@@ -9,8 +9,6 @@
 //! - [`connect`]: credentials (kubeconfig context or service account) → a kube-rs client whose
 //!   own 429 retry is off. Credentials never leave the client.
 //! - [`error`]: Kubernetes errors as `reason: message (code)`, permanent or transient.
-//! - [`repeated`]: a failure that repeats (a Lease that cannot be taken, an API server that
-//!   does not answer) logged once, then counted.
 //! - [`kinds`]: the watched resources, required and optional (discovered).
 //! - [`lean`]: [`lean::LeanObject`], the trimmed JSON a watcher keeps of each object.
 //! - [`sync`]: [`LiveCluster`]: discovery, watchers, the object cache, debounced snapshot
@@ -27,7 +25,6 @@ pub mod error;
 pub mod kinds;
 pub mod lean;
 pub mod lease;
-pub mod repeated;
 pub mod sync;
 
 pub use backend::{ActOptions, KubeBackend, ReservationMode};

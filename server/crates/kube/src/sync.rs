@@ -38,7 +38,7 @@ use crate::connect::Connection;
 use crate::error::describe;
 use crate::kinds::{Follow, WATCHED, WatchedKind, optional_groups};
 use crate::lean::LeanObject;
-use crate::repeated::Repeated;
+use rebalancer_backend::Repeated;
 
 /// Timing of the sync.
 #[derive(Clone, Debug)]

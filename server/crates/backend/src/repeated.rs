@@ -5,22 +5,26 @@
 //! at the 10th, 100th, 1000th… failure; the first success after a run of failures is an INFO
 //! saying how many there were. Must not: decide whether or when to retry (callers do, with
 //! their own schedule), or hold anything but the count and the last error's text.
+//!
+//! Shared by the Kubernetes backend (a cluster's Lease loop, its discovery) and the executor
+//! (a pod migration's backend calls, a reservation's release), so every retried failure in
+//! the log reads the same way.
 
-/// The state of one repeating operation (a cluster's Lease loop, its connection).
+/// The state of one repeating operation.
 #[derive(Debug)]
 pub struct Repeated {
     cluster: String,
-    /// What is failing, for the log: `cluster lease`, `cluster connection`.
-    what: &'static str,
+    /// What is failing, for the log: `cluster lease`, `pod migration 12`.
+    what: String,
     failures: u64,
     last: Option<String>,
 }
 
 impl Repeated {
-    pub fn new(cluster: &str, what: &'static str) -> Repeated {
+    pub fn new(cluster: &str, what: impl Into<String>) -> Repeated {
         Repeated {
             cluster: cluster.to_owned(),
-            what,
+            what: what.into(),
             failures: 0,
             last: None,
         }
@@ -37,17 +41,17 @@ impl Repeated {
         let changed = self.last.as_deref() != Some(error);
         if changed {
             tracing::warn!(
-                cluster = %self.cluster, what = self.what, error, failures = self.failures,
+                cluster = %self.cluster, what = %self.what, error, failures = self.failures,
                 "{} failing; retrying (repeats are counted, not logged)", self.what
             );
             self.last = Some(error.to_owned());
         } else if self.failures >= 10 && is_power_of_ten(self.failures) {
             tracing::warn!(
-                cluster = %self.cluster, what = self.what, error, failures = self.failures,
+                cluster = %self.cluster, what = %self.what, error, failures = self.failures,
                 "{} still failing", self.what
             );
         } else {
-            tracing::debug!(cluster = %self.cluster, what = self.what, error, failures = self.failures, "{} failed again", self.what);
+            tracing::debug!(cluster = %self.cluster, what = %self.what, error, failures = self.failures, "{} failed again", self.what);
         }
     }
 
@@ -55,7 +59,7 @@ impl Repeated {
     pub fn succeeded(&mut self) {
         if self.failures > 0 {
             tracing::info!(
-                cluster = %self.cluster, what = self.what, failures = self.failures,
+                cluster = %self.cluster, what = %self.what, failures = self.failures,
                 "{} works again", self.what
             );
         }
