@@ -5,8 +5,11 @@
 //! `approved` and its pod migration is created in the same transaction, exactly once however many
 //! approvals race —, rejecting, expiring proposals past the proposal TTL, and applying a pod
 //! migration's step change together with its events and its decision's status change.
+//! Every change here appends its change-feed event ([`super::events`]) in its transaction: one
+//! `decisions` event per batch (one per cluster), a `migration` event per step applied.
 //! Must not: decide policy (who may approve, TTLs, templates come from the caller) or wake
-//! anything: callers commit here, then wake the executor and write the audit log.
+//! anything but the change feed's streams: callers commit here, then wake the executor and
+//! write the audit log.
 
 use std::collections::HashMap;
 
@@ -413,7 +416,13 @@ impl Store {
         expire_in_tx(&mut tx, Some(&[id]), expire_before, now).await?;
         let approved = approve_in_tx(&mut tx, id, actor, comment, templates, now).await?;
         if let Some((decision, _)) = &approved {
-            events::append_decisions(&mut tx, &decision.cluster, "approved", &[id]).await?;
+            events::append_decisions(
+                &mut tx,
+                &decision.cluster,
+                DecisionStatus::Approved.as_str(),
+                &[id],
+            )
+            .await?;
         }
         tx.commit().await?;
         self.events_committed();
@@ -456,7 +465,8 @@ impl Store {
                 approved.push((*id, decision.cluster));
             }
         }
-        events::append_decisions_by_cluster(&mut tx, "approved", &approved).await?;
+        events::append_decisions_by_cluster(&mut tx, DecisionStatus::Approved.as_str(), &approved)
+            .await?;
         tx.commit().await?;
         self.events_committed();
         Ok(done)
@@ -515,7 +525,8 @@ impl Store {
                 }
             }
         }
-        events::append_decisions_by_cluster(&mut tx, "approved", &approved).await?;
+        events::append_decisions_by_cluster(&mut tx, DecisionStatus::Approved.as_str(), &approved)
+            .await?;
         tx.commit().await?;
         self.events_committed();
         Ok(outcome)
