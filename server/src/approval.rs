@@ -1,7 +1,8 @@
 //! Approval: moving a decision from `proposed` to `approved` or `rejected` — by hand, in bulk,
 //! or by a profile's auto-approve rules — and what follows each approval.
 //!
-//! Owns: [`approve`], [`approve_matching`], [`reject`] and [`auto_approve_run`], each written
+//! Owns: [`approve`], [`act_on_matching`] (approve or reject by filter, or preview it),
+//! [`reject`], [`auto_approve_run`] and [`after_run`] (auditing what a run superseded), each written
 //! once as: store transaction → wake the executor → audit; what a new pod migration starts
 //! with (from the executor's knobs), the proposal TTL cut-off, the auto-approve rule format and
 //! matching; [`ApprovalError`], which callers act on.
@@ -21,8 +22,8 @@ use crate::auth::Principal;
 use crate::executor::Executor;
 use rebalancer_cluster::Clusters;
 use rebalancer_store::{
-    Approval, BulkApproval, DecisionFilter, DecisionRecord, MigrationTemplates, RunRecord, Store,
-    StoreError, now_ms,
+    Approval, BulkAction, BulkOutcome, DecisionFilter, DecisionRecord, DecisionStatus,
+    MigrationTemplates, RunRecord, Store, StoreError, now_ms,
 };
 use serde_json::{Value, json};
 
@@ -219,6 +220,18 @@ pub enum ApprovalError {
         decision: Box<DecisionRecord>,
         verb: &'static str,
     },
+    /// A newer proposal for the same pod (same profile and cluster) superseded it: act on
+    /// that one instead. Checked before anything else.
+    #[error(
+        "decision {} was superseded by decision {}: run {} proposed pod {}/{} again; only the \
+         newest proposal of a pod can be {verb}",
+        .decision.id, .newer, .decision.run_id, .decision.pod_namespace, .decision.pod_name
+    )]
+    Superseded {
+        decision: Box<DecisionRecord>,
+        newer: i64,
+        verb: &'static str,
+    },
     /// Proposed by a dry run: can never be approved.
     #[error(
         "decision {} was proposed by dry run {}: decisions of dry runs can never be approved; \
@@ -230,6 +243,31 @@ pub enum ApprovalError {
     /// No such decision (`StoreError::NotFound`), or the database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// The error for a decision that was not `proposed` when asked to be `verb` (`approved` or
+/// `rejected`): superseded ones name the newer decision.
+fn not_proposed(decision: DecisionRecord, verb: &'static str) -> ApprovalError {
+    match (decision.status, decision.superseded_by) {
+        (DecisionStatus::Superseded, Some(newer)) => ApprovalError::Superseded {
+            decision: Box::new(decision),
+            newer,
+            verb,
+        },
+        _ => ApprovalError::NotProposed {
+            decision: Box::new(decision),
+            verb,
+        },
+    }
+}
+
+/// Refuse a superseded decision before anything is tried on it.
+async fn refuse_superseded(deps: &Deps, id: i64, verb: &'static str) -> Result<(), ApprovalError> {
+    let decision = deps.store.get_decision(id).await?;
+    if decision.status == DecisionStatus::Superseded {
+        return Err(not_proposed(decision, verb));
+    }
+    Ok(())
 }
 
 fn not_proposed_message(d: &DecisionRecord, verb: &str) -> String {
@@ -261,6 +299,7 @@ pub async fn approve(
     actor: &Principal,
     comment: Option<String>,
 ) -> Result<Approved, ApprovalError> {
+    refuse_superseded(deps, id, "approved").await?;
     let templates = deps.templates();
     let outcome = deps
         .store
@@ -292,43 +331,109 @@ pub async fn approve(
                 pod_migration,
             })
         }
-        Approval::NotProposed(decision) => Err(ApprovalError::NotProposed {
-            decision: Box::new(decision),
-            verb: "approved",
-        }),
+        Approval::NotProposed(decision) => Err(not_proposed(decision, "approved")),
         Approval::DryRun(decision) => Err(ApprovalError::DryRun(Box::new(decision))),
     }
 }
 
-/// Approve every proposed decision matching `filter`, in one transaction; each gets its pod
-/// migration.
-pub async fn approve_matching(
+/// What a bulk call does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BulkVerb {
+    Approve,
+    Reject,
+}
+
+/// Approve or reject every proposed decision of a non-dry run matching `filter` (within the
+/// proposal TTL; older ones are marked expired), in one transaction; each approval gets its
+/// pod migration. With `preview`, nothing changes: the answer says what would happen.
+pub async fn act_on_matching(
     deps: &Deps,
     filter: &DecisionFilter,
+    verb: BulkVerb,
     actor: &Principal,
     comment: Option<String>,
-) -> Result<BulkApproval, ApprovalError> {
+    preview: bool,
+) -> Result<BulkOutcome, ApprovalError> {
     let templates = deps.templates();
+    let action = match verb {
+        BulkVerb::Approve => BulkAction::Approve(&templates),
+        BulkVerb::Reject => BulkAction::Reject,
+    };
     let outcome = deps
         .store
-        .approve_matching(
+        .act_on_matching(
             filter,
+            action,
             &actor.name,
             comment.as_deref(),
             deps.expire_before(),
-            &templates,
+            preview,
         )
         .await?;
-    after_approval(
-        deps,
-        actor,
-        outcome
-            .approved
-            .iter()
-            .map(|&id| (id, json!({"comment": comment, "bulk": true}))),
+    if preview {
+        return Ok(outcome);
+    }
+    match verb {
+        BulkVerb::Approve => {
+            after_approval(
+                deps,
+                actor,
+                outcome
+                    .acted
+                    .iter()
+                    .map(|&id| (id, json!({"comment": comment, "bulk": true}))),
+            )
+            .await
+        }
+        BulkVerb::Reject => {
+            audit::record_many(
+                &deps.store,
+                actor,
+                action::DECISION_REJECT,
+                kind::DECISION,
+                outcome
+                    .acted
+                    .iter()
+                    .map(|id| {
+                        (
+                            id.to_string(),
+                            Some(json!({"comment": comment, "bulk": true})),
+                        )
+                    })
+                    .collect(),
+            )
+            .await
+        }
+    }
+    Ok(outcome)
+}
+
+/// What follows a run that recorded its proposals: one audit entry on the run saying how many
+/// earlier open proposals they superseded (each decision's history names its successor).
+pub async fn after_run(store: &Store, run: &RunRecord, superseded: &[i64]) {
+    if superseded.is_empty() {
+        return;
+    }
+    tracing::info!(
+        run_id = run.id,
+        superseded = superseded.len(),
+        "superseded earlier proposals"
+    );
+    audit::record(
+        store,
+        &Principal::system(rebalancer_store::SUPERSEDE_ACTOR),
+        action::DECISION_SUPERSEDE,
+        kind::RUN,
+        &run.id.to_string(),
+        Some(json!({
+            "superseded": superseded.len(),
+            "profile": run.profile,
+            "cluster": run.cluster,
+            // The first ones, so the entry stays small; every decision's history has its own.
+            "decisions": &superseded[..superseded.len().min(100)],
+        })),
     )
     .await;
-    Ok(outcome)
 }
 
 /// Reject one proposed decision.
@@ -338,14 +443,12 @@ pub async fn reject(
     actor: &Principal,
     comment: Option<String>,
 ) -> Result<DecisionRecord, ApprovalError> {
+    refuse_superseded(deps, id, "rejected").await?;
     let decision = deps
         .store
         .reject_decision(id, &actor.name, comment.as_deref(), deps.expire_before())
         .await?
-        .map_err(|decision| ApprovalError::NotProposed {
-            decision: Box::new(decision),
-            verb: "rejected",
-        })?;
+        .map_err(|decision| not_proposed(decision, "rejected"))?;
     audit::record(
         &deps.store,
         actor,
@@ -370,17 +473,17 @@ async fn after_approval(
         return;
     }
     deps.executor.wake();
-    for (decision, detail) in approved {
-        audit::record(
-            &deps.store,
-            actor,
-            action::DECISION_APPROVE,
-            kind::DECISION,
-            &decision.to_string(),
-            Some(detail),
-        )
-        .await;
-    }
+    audit::record_many(
+        &deps.store,
+        actor,
+        action::DECISION_APPROVE,
+        kind::DECISION,
+        approved
+            .into_iter()
+            .map(|(decision, detail)| (decision.to_string(), Some(detail)))
+            .collect(),
+    )
+    .await;
 }
 
 /// The stored rules of a profile (none when never set).

@@ -28,6 +28,8 @@ pub mod action {
     pub const SCHEDULE_DELETE: &str = "schedule.delete";
     pub const DECISION_APPROVE: &str = "decision.approve";
     pub const DECISION_REJECT: &str = "decision.reject";
+    /// A run's proposals superseded earlier open ones (one entry per run, on the run).
+    pub const DECISION_SUPERSEDE: &str = "decision.supersede";
     pub const POD_MIGRATION_ABORT: &str = "pod-migration.abort";
     pub const PROFILE_AUTO_APPROVE: &str = "profile.auto-approve";
     pub const ARBITRATION_PUT: &str = "arbitration.put";
@@ -51,6 +53,7 @@ pub mod action {
         TOKEN_DELETE,
         DECISION_APPROVE,
         DECISION_REJECT,
+        DECISION_SUPERSEDE,
         POD_MIGRATION_ABORT,
         ARBITRATION_PUT,
         ARBITRATION_DELETE,
@@ -69,6 +72,51 @@ pub mod kind {
     pub const DECISION: &str = "decision";
     pub const POD_MIGRATION: &str = "pod-migration";
     pub const RETENTION: &str = "retention";
+}
+
+/// Append one audit entry per object (`(object id, detail)`), all by `actor` doing `action`,
+/// in one transaction: what [`record`] does for each, without a write per entry (a bulk
+/// approval of thousands of decisions).
+pub async fn record_many(
+    store: &Store,
+    actor: &Principal,
+    action: &'static str,
+    object_kind: &'static str,
+    objects: Vec<(String, Option<Value>)>,
+) {
+    if objects.is_empty() {
+        return;
+    }
+    let store = store.clone();
+    let actor = actor.clone();
+    let write = async move {
+        let entries: Vec<NewAuditEntry<'_>> = objects
+            .iter()
+            .map(|(id, detail)| NewAuditEntry {
+                actor_id: actor.id,
+                actor_name: &actor.name,
+                actor_role: actor.role.as_str(),
+                action,
+                object_kind,
+                object_id: Some(id),
+                detail: detail.as_ref(),
+            })
+            .collect();
+        if let Err(e) = store.insert_audit_batch(&entries).await {
+            tracing::error!(
+                error = %e,
+                actor = %actor.name,
+                action,
+                object_kind,
+                entries = entries.len(),
+                "could not write audit log entries"
+            );
+        }
+    };
+    // A task of its own, as in `record`.
+    if let Err(e) = tokio::spawn(write).await {
+        tracing::error!(error = %e, action, "the audit log task failed");
+    }
 }
 
 /// Append an audit entry: `actor` did `action` to the object `object_kind`/`object_id`, with

@@ -272,7 +272,7 @@ pub struct ServeArgs {
     #[arg(long, env = "REBALANCER_KUBE_MAX_DELAY", default_value = "1s")]
     pub kube_max_delay: String,
 
-    /// Keep proposals nobody acted on (expired: never approved or rejected) this long after
+    /// Keep proposals nobody acted on (expired or superseded: never approved or rejected) this long after
     /// their run finished (`7d`, `12h`, `30m`; `0`: forever). Their run stays and counts them.
     #[arg(long, env = "REBALANCER_RETAIN_PROPOSALS", default_value = DEFAULT_RETAIN_PROPOSALS)]
     pub retain_proposals: String,

@@ -296,7 +296,7 @@ async fn evaluate_and_record(
                     "{}".into()
                 })
             };
-            let finished_at = deps
+            let finished = deps
                 .store
                 .finish_run(
                     run.id,
@@ -338,10 +338,13 @@ async fn evaluate_and_record(
             // The stored row holds exactly this; no need to read it back.
             let record = RunRecord {
                 status: RunStatus::Succeeded,
-                finished_at: Some(finished_at),
+                finished_at: Some(finished.finished_at),
                 report: None,
                 ..run
             };
+            // Its proposals superseded earlier open ones of the same pods: say so in the audit
+            // log (each decision's history already does).
+            approval::after_run(&deps.store, &record, &finished.superseded).await;
             // Auto-approve rules of the profile (never for dry runs); on failure the proposals
             // simply stay proposed.
             if let Err(e) = approval::auto_approve_run(&deps.approval, &record).await {

@@ -50,10 +50,11 @@ pub fn complete(openapi: &mut OpenApi) {
         }
     }
 
-    // `POST /api/v1/decisions/approve`: approving every proposal at once needs a filter.
+    // `POST /api/v1/decisions/approve` and `…/reject`: acting on every proposal at once needs
+    // a filter.
     require_one_of(
         components,
-        "BulkApprove",
+        "BulkDecisionRequest",
         &[
             ("run", Type::Integer),
             ("plugin", Type::String),
@@ -61,6 +62,7 @@ pub fn complete(openapi: &mut OpenApi) {
             ("node", Type::String),
             ("cluster", Type::String),
             ("profile", Type::String),
+            ("pod", Type::String),
             ("ids", Type::Array),
         ],
     );

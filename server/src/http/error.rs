@@ -480,6 +480,18 @@ impl From<ApprovalError> for ApiError {
                     json!({"status": decision.status, "statusReason": decision.status_reason});
                 ApiError::conflict("not_proposed", err.to_string()).with_details(details)
             }
+            ApprovalError::Superseded {
+                ref decision,
+                newer,
+                ..
+            } => {
+                let details = json!({
+                    "status": decision.status,
+                    "statusReason": decision.status_reason,
+                    "supersededBy": newer,
+                });
+                ApiError::conflict("superseded", err.to_string()).with_details(details)
+            }
             ApprovalError::DryRun(ref decision) => {
                 let details = json!({"status": decision.status, "run": decision.run_id});
                 ApiError::conflict("dry_run", err.to_string()).with_details(details)

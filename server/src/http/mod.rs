@@ -164,6 +164,7 @@ fn api_routes(body_limit: usize) -> OpenApiRouter<AppState> {
         .routes(utoipa_axum::routes!(decisions::approve_decision))
         .routes(utoipa_axum::routes!(decisions::reject_decision))
         .routes(utoipa_axum::routes!(decisions::approve_decisions))
+        .routes(utoipa_axum::routes!(decisions::reject_decisions))
         .routes(utoipa_axum::routes!(
             decisions::get_auto_approve,
             decisions::put_auto_approve
@@ -359,6 +360,7 @@ mod tests {
             "/api/v1/decisions/{id}/approve",
             "/api/v1/decisions/{id}/reject",
             "/api/v1/decisions/approve",
+            "/api/v1/decisions/reject",
             "/api/v1/profiles/{name}/auto-approve",
             "/api/v1/pod-migrations",
             "/api/v1/pod-migrations/{id}",
@@ -380,6 +382,6 @@ mod tests {
                 "{path} missing: {paths:?}"
             );
         }
-        assert_eq!(paths.len(), 33, "{paths:?}");
+        assert_eq!(paths.len(), 34, "{paths:?}");
     }
 }

@@ -189,7 +189,9 @@ async fn approve_reject_conflicts_roles_and_bulk() {
     // shop has web-1, web-2 (rejected), web-3, db-0 (approved before).
     assert_eq!(body["matched"], 4, "{body:#}");
     assert_eq!(body["approved"], 2, "{body:#}");
-    assert_eq!(body["alreadyDecided"], 2, "{body:#}");
+    assert_eq!(body["notProposed"], 2, "{body:#}");
+    assert_eq!(body["preview"], false, "{body:#}");
+    assert_eq!(body["sample"].as_array().unwrap().len(), 2, "{body:#}");
     assert_eq!(body["ids"].as_array().unwrap().len(), 2);
     let (_, listed) = server
         .get(&format!(

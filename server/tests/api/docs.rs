@@ -46,6 +46,7 @@ async fn health_openapi_and_swagger_ui() {
         ("/api/v1/decisions/{id}/approve", vec!["post"]),
         ("/api/v1/decisions/{id}/reject", vec!["post"]),
         ("/api/v1/decisions/approve", vec!["post"]),
+        ("/api/v1/decisions/reject", vec!["post"]),
         ("/api/v1/profiles/{name}/auto-approve", vec!["get", "put"]),
         ("/api/v1/pod-migrations", vec!["get"]),
         ("/api/v1/pod-migrations/{id}", vec!["get"]),
@@ -264,7 +265,7 @@ async fn the_openapi_document_follows_its_structural_rules() {
     let (status, doc) = server.get("/api-docs/openapi.json").await;
     assert_eq!(status, StatusCode::OK);
     let all = operations(&doc);
-    assert_eq!(all.len(), 48, "every route");
+    assert_eq!(all.len(), 49, "every route");
 
     let mut problems = Vec::new();
     for (method, path, operation) in &all {
@@ -559,8 +560,8 @@ async fn answers_the_tools_found_undocumented_are_documented_or_fixed() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_error(&body, "invalid_request");
-    let rule = &doc["components"]["schemas"]["BulkApprove"]["allOf"][1]["anyOf"];
-    assert_eq!(rule.as_array().map(Vec::len), Some(7), "{rule:#}");
+    let rule = &doc["components"]["schemas"]["BulkDecisionRequest"]["allOf"][1]["anyOf"];
+    assert_eq!(rule.as_array().map(Vec::len), Some(8), "{rule:#}");
 
     // The auto-approve answer is what its schema says, with nothing more.
     let (status, body) = server.get("/api/v1/profiles/default/auto-approve").await;

@@ -254,8 +254,18 @@ async fn expired_proposals_are_pruned_the_run_says_how_many_and_dry_runs_keep_th
     assert_eq!(dry_now["decisionsPruned"], 0);
     assert_eq!(dry_now["decisionsPrunedAt"], Value::Null);
 
-    let (_, text) = server.get("/metrics").await;
-    let text = text.as_str().unwrap();
+    // The pass counts its rows in the metrics when it ends, after the run above was marked:
+    // wait for that (a loaded machine can take a moment).
+    let mut text = String::new();
+    for _ in 0..50 {
+        let (_, body) = server.get("/metrics").await;
+        text = body.as_str().unwrap().to_string();
+        if metric_sum(&text, "rebalancer_pruned_rows_total", "table=\"decisions\"") > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let text = text.as_str();
     assert_eq!(
         metric_sum(text, "rebalancer_pruned_rows_total", "table=\"decisions\""),
         decisions.len() as f64

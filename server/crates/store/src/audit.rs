@@ -87,6 +87,33 @@ impl Store {
         Ok(id)
     }
 
+    /// Append several entries in one transaction (a bulk approval's, one per decision).
+    pub async fn insert_audit_batch(
+        &self,
+        entries: &[NewAuditEntry<'_>],
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        for entry in entries {
+            sqlx::query(
+                "INSERT INTO audit_log (at, actor_id, actor_name, actor_role, action, \
+                 object_kind, object_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(now)
+            .bind(entry.actor_id)
+            .bind(entry.actor_name)
+            .bind(entry.actor_role)
+            .bind(entry.action)
+            .bind(entry.object_kind)
+            .bind(entry.object_id)
+            .bind(entry.detail.map(serde_json::Value::to_string))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Up to `limit` entries matching `filter`, newest first, and the cursor to continue with
     /// when more match.
     pub async fn list_audit(

@@ -7,8 +7,9 @@ use sqlx::Row;
 
 use super::{Store, StoreError, now_ms};
 
-/// A decision's life: `proposed → approved | rejected | expired → executing → succeeded | failed`.
-/// Runs create `proposed` decisions; the other states belong to approval and pod migrations.
+/// A decision's life: `proposed → approved | rejected | expired | superseded`, then
+/// `approved → executing → succeeded | failed`. Runs create `proposed` decisions and supersede
+/// the earlier open ones of the same pod; the other states belong to approval and pod migrations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DecisionStatus {
@@ -16,17 +17,21 @@ pub enum DecisionStatus {
     Approved,
     Rejected,
     Expired,
+    /// A newer proposal for the same pod (same profile and cluster) replaced it
+    /// ([`DecisionRecord::superseded_by`]).
+    Superseded,
     Executing,
     Succeeded,
     Failed,
 }
 
 impl DecisionStatus {
-    pub const ALL: [DecisionStatus; 7] = [
+    pub const ALL: [DecisionStatus; 8] = [
         DecisionStatus::Proposed,
         DecisionStatus::Approved,
         DecisionStatus::Rejected,
         DecisionStatus::Expired,
+        DecisionStatus::Superseded,
         DecisionStatus::Executing,
         DecisionStatus::Succeeded,
         DecisionStatus::Failed,
@@ -38,6 +43,7 @@ impl DecisionStatus {
             DecisionStatus::Approved => "approved",
             DecisionStatus::Rejected => "rejected",
             DecisionStatus::Expired => "expired",
+            DecisionStatus::Superseded => "superseded",
             DecisionStatus::Executing => "executing",
             DecisionStatus::Succeeded => "succeeded",
             DecisionStatus::Failed => "failed",
@@ -48,7 +54,7 @@ impl DecisionStatus {
 /// Unknown decision status name.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unknown decision status `{0}` (expected proposed, approved, rejected, expired, executing, succeeded or failed)"
+    "unknown decision status `{0}` (expected proposed, approved, rejected, expired, superseded, executing, succeeded or failed)"
 )]
 pub struct UnknownStatus(pub String);
 
@@ -88,13 +94,17 @@ pub struct DecisionRecord {
     pub node: String,
     pub reason: String,
     pub status: DecisionStatus,
-    /// Why it ended where it did (expired, failed as stale, …).
+    /// Why it ended where it did (expired, failed as stale, superseded, …).
     pub status_reason: Option<String>,
+    /// The newer decision for the same pod that superseded it (status `superseded`).
+    pub superseded_by: Option<i64>,
+    /// Proposed by a dry run (never approvable).
+    pub dry_run: bool,
     pub created_at: i64,
     pub updated_at: i64,
 }
 
-/// Which decisions to list, in id order, starting after `after`. Every field narrows.
+/// Which decisions to list or act on. Every field given narrows.
 #[derive(Clone, Debug, Default)]
 pub struct DecisionFilter {
     pub run: Option<i64>,
@@ -104,8 +114,9 @@ pub struct DecisionFilter {
     pub node: Option<String>,
     pub cluster: Option<String>,
     pub profile: Option<String>,
+    /// A case-insensitive substring of `namespace/name`.
+    pub pod: Option<String>,
     pub ids: Option<Vec<i64>>,
-    pub after: Option<i64>,
 }
 
 impl DecisionFilter {
@@ -119,6 +130,11 @@ impl DecisionFilter {
             (self.node.is_some(), " AND node = ?"),
             (self.cluster.is_some(), " AND cluster = ?"),
             (self.profile.is_some(), " AND profile = ?"),
+            // instr, not LIKE: `%` and `_` in the search are plain characters.
+            (
+                self.pod.is_some(),
+                " AND instr(lower(pod_namespace || '/' || pod_name), lower(?)) > 0",
+            ),
         ] {
             if present {
                 sql.push_str(fragment);
@@ -145,6 +161,7 @@ impl DecisionFilter {
             &self.node,
             &self.cluster,
             &self.profile,
+            &self.pod,
         ]
         .into_iter()
         .flatten()
@@ -158,8 +175,202 @@ impl DecisionFilter {
     }
 }
 
-pub(crate) const COLUMNS: &str = "id, run_id, cluster, profile, plugin_set, plugin, pod_uid, pod_namespace, \
-     pod_name, node, reason, status, status_reason, created_at, updated_at";
+/// The order of a decision list. Every order ends with the id, so it is total and a page
+/// boundary ([`DecisionCursor`]) is exact.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionSort {
+    /// Newest first (highest id first).
+    #[default]
+    Newest,
+    /// Oldest first.
+    Oldest,
+    /// By namespace, then pod name; newest first among equals.
+    Namespace,
+    /// By pod name, then namespace; newest first among equals.
+    Pod,
+    /// By node; newest first among equals.
+    Node,
+    /// By plugin; newest first among equals.
+    Plugin,
+    /// By status in life order (proposed, approved, executing, succeeded, failed, rejected,
+    /// expired, superseded); newest first among equals.
+    Status,
+}
+
+/// The rank of a status in [`DecisionSort::Status`] order.
+const STATUS_RANK: &str = "(CASE status WHEN 'proposed' THEN 0 WHEN 'approved' THEN 1 \
+     WHEN 'executing' THEN 2 WHEN 'succeeded' THEN 3 WHEN 'failed' THEN 4 \
+     WHEN 'rejected' THEN 5 WHEN 'expired' THEN 6 WHEN 'superseded' THEN 7 ELSE 8 END)";
+
+impl DecisionSort {
+    pub const ALL: [DecisionSort; 7] = [
+        DecisionSort::Newest,
+        DecisionSort::Oldest,
+        DecisionSort::Namespace,
+        DecisionSort::Pod,
+        DecisionSort::Node,
+        DecisionSort::Plugin,
+        DecisionSort::Status,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionSort::Newest => "newest",
+            DecisionSort::Oldest => "oldest",
+            DecisionSort::Namespace => "namespace",
+            DecisionSort::Pod => "pod",
+            DecisionSort::Node => "node",
+            DecisionSort::Plugin => "plugin",
+            DecisionSort::Status => "status",
+        }
+    }
+
+    /// The ascending keys before the id (fixed SQL expressions over `decisions`).
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            DecisionSort::Newest | DecisionSort::Oldest => &[],
+            DecisionSort::Namespace => &["pod_namespace", "pod_name"],
+            DecisionSort::Pod => &["pod_name", "pod_namespace"],
+            DecisionSort::Node => &["node"],
+            DecisionSort::Plugin => &["plugin"],
+            DecisionSort::Status => &[STATUS_RANK],
+        }
+    }
+
+    /// Does the id go up along the list?
+    fn id_ascending(self) -> bool {
+        self == DecisionSort::Oldest
+    }
+
+    fn key_values(self, d: &DecisionRecord) -> Vec<CursorKey> {
+        let text = |s: &str| CursorKey::Text(s.to_string());
+        match self {
+            DecisionSort::Newest | DecisionSort::Oldest => Vec::new(),
+            DecisionSort::Namespace => vec![text(&d.pod_namespace), text(&d.pod_name)],
+            DecisionSort::Pod => vec![text(&d.pod_name), text(&d.pod_namespace)],
+            DecisionSort::Node => vec![text(&d.node)],
+            DecisionSort::Plugin => vec![text(&d.plugin)],
+            DecisionSort::Status => vec![CursorKey::Int(status_rank(d.status))],
+        }
+    }
+
+    /// The kind of each key, to check a cursor read back from a client.
+    fn key_is_text(self) -> &'static [bool] {
+        match self {
+            DecisionSort::Newest | DecisionSort::Oldest => &[],
+            DecisionSort::Namespace | DecisionSort::Pod => &[true, true],
+            DecisionSort::Node | DecisionSort::Plugin => &[true],
+            DecisionSort::Status => &[false],
+        }
+    }
+}
+
+fn status_rank(status: DecisionStatus) -> i64 {
+    match status {
+        DecisionStatus::Proposed => 0,
+        DecisionStatus::Approved => 1,
+        DecisionStatus::Executing => 2,
+        DecisionStatus::Succeeded => 3,
+        DecisionStatus::Failed => 4,
+        DecisionStatus::Rejected => 5,
+        DecisionStatus::Expired => 6,
+        DecisionStatus::Superseded => 7,
+    }
+}
+
+/// One sort key of a [`DecisionCursor`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CursorKey {
+    Int(i64),
+    Text(String),
+}
+
+/// Where a page of a decision list ends: the sort, the last item's sort keys and its id. The
+/// next page starts right after it (keyset pagination: stable while rows come and go).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecisionCursor {
+    pub sort: DecisionSort,
+    pub keys: Vec<CursorKey>,
+    pub id: i64,
+}
+
+/// A cursor that does not fit its sort.
+#[derive(Debug, thiserror::Error)]
+#[error("the cursor belongs to sort `{cursor}`, not `{asked}`, or its keys do not fit it")]
+pub struct CursorMismatch {
+    pub cursor: &'static str,
+    pub asked: &'static str,
+}
+
+impl DecisionCursor {
+    /// Check that this cursor can continue a list in `sort` order.
+    pub fn check(&self, sort: DecisionSort) -> Result<(), CursorMismatch> {
+        let fits = self.sort == sort
+            && self.keys.len() == sort.key_is_text().len()
+            && self
+                .keys
+                .iter()
+                .zip(sort.key_is_text())
+                .all(|(key, text)| matches!(key, CursorKey::Text(_)) == *text);
+        if fits {
+            Ok(())
+        } else {
+            Err(CursorMismatch {
+                cursor: self.sort.as_str(),
+                asked: sort.as_str(),
+            })
+        }
+    }
+
+    /// ` AND (…)`: the rows after this cursor in its sort order, with its values appended to
+    /// `values` (for [`bind_keys`]).
+    fn condition(&self, sql: &mut String, values: &mut Vec<CursorKey>) {
+        let keys = self.sort.keys();
+        let id_op = if self.sort.id_ascending() { ">" } else { "<" };
+        // (k1 > a) OR (k1 = a AND k2 > b) OR (k1 = a AND k2 = b AND id <op> c)
+        let mut alternatives = Vec::new();
+        for i in 0..=keys.len() {
+            let mut parts = Vec::new();
+            for (j, key) in keys.iter().enumerate().take(i) {
+                parts.push(format!("{key} = ?"));
+                values.push(self.keys[j].clone());
+            }
+            if i < keys.len() {
+                parts.push(format!("{} > ?", keys[i]));
+                values.push(self.keys[i].clone());
+            } else {
+                parts.push(format!("id {id_op} ?"));
+                values.push(CursorKey::Int(self.id));
+            }
+            alternatives.push(format!("({})", parts.join(" AND ")));
+        }
+        sql.push_str(" AND (");
+        sql.push_str(&alternatives.join(" OR "));
+        sql.push(')');
+    }
+}
+
+fn bind_keys<'q>(
+    mut query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+    values: &'q [CursorKey],
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
+    for value in values {
+        query = match value {
+            CursorKey::Int(v) => query.bind(*v),
+            CursorKey::Text(v) => query.bind(v.as_str()),
+        };
+    }
+    query
+}
+
+/// The decision columns, for `SELECT`s and `RETURNING` over `decisions` (not aliased): the
+/// run's dry-run flag comes along.
+pub(crate) const COLUMNS: &str = "id, run_id, cluster, profile, plugin_set, plugin, pod_uid, \
+     pod_namespace, pod_name, node, reason, status, status_reason, superseded_by, \
+     (SELECT dry_run FROM runs WHERE runs.id = decisions.run_id) AS dry_run, created_at, \
+     updated_at";
 
 pub(crate) fn decision_from_row(
     row: &sqlx::sqlite::SqliteRow,
@@ -181,26 +392,42 @@ pub(crate) fn decision_from_row(
             .parse()
             .map_err(|e| StoreError::corrupt("decision status", e))?,
         status_reason: row.try_get("status_reason")?,
+        superseded_by: row.try_get("superseded_by")?,
+        dry_run: row.try_get::<Option<bool>, _>("dry_run")?.unwrap_or(false),
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
 }
 
 impl Store {
-    /// Up to `limit` decisions matching `filter`, in id order, and the id to continue after when
-    /// more match.
+    /// Up to `limit` decisions matching `filter` in `sort` order, starting after `after`, and
+    /// the cursor to continue after when more match.
     pub async fn list_decisions(
         &self,
         filter: &DecisionFilter,
+        sort: DecisionSort,
+        after: Option<&DecisionCursor>,
         limit: u32,
-    ) -> Result<(Vec<DecisionRecord>, Option<i64>), StoreError> {
+    ) -> Result<(Vec<DecisionRecord>, Option<DecisionCursor>), StoreError> {
         // Only fixed fragments are concatenated; every value is a bound parameter.
-        let mut sql = format!("SELECT {COLUMNS} FROM decisions WHERE id > ?");
+        let mut sql = format!("SELECT {COLUMNS} FROM decisions WHERE 1 = 1");
         filter.conditions(&mut sql);
-        sql.push_str(" ORDER BY id LIMIT ?");
-        let query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(filter.after.unwrap_or(0));
-        let rows = filter
-            .bind(query)
+        let mut values = Vec::new();
+        if let Some(after) = after {
+            after.condition(&mut sql, &mut values);
+        }
+        sql.push_str(" ORDER BY ");
+        for key in sort.keys() {
+            sql.push_str(key);
+            sql.push_str(", ");
+        }
+        sql.push_str(if sort.id_ascending() {
+            "id LIMIT ?"
+        } else {
+            "id DESC LIMIT ?"
+        });
+        let query = filter.bind(sqlx::query(sqlx::AssertSqlSafe(sql)));
+        let rows = bind_keys(query, &values)
             .bind(i64::from(limit) + 1)
             .fetch_all(&self.pool)
             .await?;
@@ -210,11 +437,27 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()?;
         let next = if items.len() > limit as usize {
             items.truncate(limit as usize);
-            items.last().map(|d| d.id)
+            items.last().map(|d| DecisionCursor {
+                sort,
+                keys: sort.key_values(d),
+                id: d.id,
+            })
         } else {
             None
         };
         Ok((items, next))
+    }
+
+    /// How many decisions match `filter`.
+    pub async fn count_decisions(&self, filter: &DecisionFilter) -> Result<u64, StoreError> {
+        let mut sql = String::from("SELECT COUNT(*) FROM decisions WHERE 1 = 1");
+        filter.conditions(&mut sql);
+        let n: i64 = filter
+            .bind(sqlx::query(sqlx::AssertSqlSafe(sql)))
+            .fetch_one(&self.pool)
+            .await?
+            .try_get(0)?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     pub async fn get_decision(&self, id: i64) -> Result<DecisionRecord, StoreError> {

@@ -49,7 +49,10 @@ pub use audit::{AuditFilter, AuditRecord, NewAuditEntry};
 pub use clusters::{
     ClusterDeletion, ClusterRecord, DeletedCluster, NewClusterState, ObjectRow, StoredObject,
 };
-pub use decisions::{DecisionEvent, DecisionFilter, DecisionRecord, DecisionStatus, NewDecision};
+pub use decisions::{
+    CursorKey, CursorMismatch, DecisionCursor, DecisionEvent, DecisionFilter, DecisionRecord,
+    DecisionSort, DecisionStatus, NewDecision,
+};
 pub use events::{EventBounds, EventKind, EventRecord};
 pub use pod_migrations::{
     DecisionChange, MigrationChange, MigrationEvent, MigrationFilter, MigrationPhase, NewEvent,
@@ -58,12 +61,14 @@ pub use pod_migrations::{
 pub use policies::{NewPolicy, PolicyRecord, PutPolicyError};
 pub use profiles::{DeletedProfile, ProfileDeletion, ProfileRecord};
 pub use retention::{Checkpoint, FileStats, PruneBatch, PruneCutoffs, PruneRule, Pruned};
-pub use runs::{NewRun, RunEnd, RunRecord, RunStatus, RunTrigger};
+pub use runs::{NewRun, RunEnd, RunFinished, RunRecord, RunStatus, RunTrigger, SUPERSEDE_ACTOR};
 pub use schedules::{ScheduleRecord, ScheduleSpec};
 pub use state::{StateWrite, StoredScope};
 pub use stats::HistoryCounts;
 pub use tokens::{DeleteTokenError, InsertTokenError, NewToken, Role, TokenOrigin, TokenRecord};
-pub use transitions::{Approval, BulkApproval, MigrationTemplate, MigrationTemplates};
+pub use transitions::{
+    Approval, BULK_SAMPLE, BulkAction, BulkOutcome, MigrationTemplate, MigrationTemplates,
+};
 
 /// The schema migrations, shared by start-up and tests.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../../migrations");
@@ -190,3 +195,6 @@ fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String, StoreEr
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod queue_tests;

@@ -2,8 +2,8 @@
 //! and handing the space back to the database file.
 //!
 //! Owns: which rows each [`PruneRule`] finds due and what goes with them —
-//! - [`PruneRule::Proposals`]: proposals nobody acted on (`expired`, so never approved or
-//!   rejected) of runs finished before the cutoff (dry runs have a cutoff of their own), with
+//! - [`PruneRule::Proposals`]: proposals nobody acted on (`expired` or `superseded`, so never
+//!   approved or rejected) of runs finished before the cutoff (dry runs have a cutoff of their own), with
 //!   their status history; the run counts them (`runs.decisions_pruned`) and is marked once none
 //!   of its decisions is left to prune (`runs.decisions_pruned_at`), its policies' log lines
 //!   then going too (`run_logs`, counted in each policy's `logsDropped` in the report): they
@@ -66,9 +66,9 @@ impl PruneRule {
 /// deleted; `None` keeps them forever.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PruneCutoffs {
-    /// Expired proposals of runs (not dry runs) that finished before this.
+    /// Expired and superseded proposals of runs (not dry runs) that finished before this.
     pub proposals: Option<i64>,
-    /// Expired proposals of dry runs that finished before this.
+    /// Expired and superseded proposals of dry runs that finished before this.
     pub dry_run_proposals: Option<i64>,
     /// Pod migrations that finished, decisions rejected and simulated-backend events recorded
     /// before this.
@@ -266,7 +266,8 @@ impl Store {
     }
 }
 
-/// Expired proposals of runs finished before `normal` (dry runs: `dry`), run by run in id order.
+/// Expired and superseded proposals of runs finished before `normal` (dry runs: `dry`), run by
+/// run in id order.
 async fn proposals(
     tx: &mut Tx,
     normal: i64,
@@ -290,7 +291,7 @@ async fn proposals(
         }
         let found: Vec<i64> = sqlx::query_scalar(
             "SELECT d.id FROM decisions d INDEXED BY decisions_by_run \
-             WHERE d.run_id = ? AND d.status = 'expired' \
+             WHERE d.run_id = ? AND d.status IN ('expired', 'superseded') \
              AND NOT EXISTS (SELECT 1 FROM pod_migrations m WHERE m.decision_id = d.id) LIMIT ?",
         )
         .bind(run)
@@ -310,7 +311,8 @@ async fn proposals(
             "SELECT id, report, (SELECT logs FROM run_logs WHERE run_id = runs.id) FROM runs \
              WHERE id IN (SELECT value FROM json_each(?)) \
              AND NOT EXISTS (SELECT 1 FROM decisions d INDEXED BY decisions_by_run \
-                             WHERE d.run_id = runs.id AND d.status IN ('proposed', 'expired')) \
+                             WHERE d.run_id = runs.id \
+                               AND d.status IN ('proposed', 'expired', 'superseded')) \
              LIMIT ?",
         )
         .bind(json_ids(due_runs.iter().copied()))

@@ -18,6 +18,19 @@ use super::{Store, StoreError, from_json, now_ms};
 /// Rows per multi-row decision INSERT (12 parameters each).
 const DECISION_BATCH: usize = 500;
 
+/// Actor of the decision history entries a run's proposals write when they supersede earlier
+/// ones.
+pub const SUPERSEDE_ACTOR: &str = "system:supersede";
+
+/// What finishing a run recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunFinished {
+    /// When it finished (ms since the epoch).
+    pub finished_at: i64,
+    /// The earlier open proposals its proposals superseded (status `superseded` now), by id.
+    pub superseded: Vec<i64>,
+}
+
 /// `running` until the run ends as `succeeded` or `failed`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -218,13 +231,15 @@ impl Store {
         Ok(record)
     }
 
-    /// Finish a running run: its status, report and decisions, all in one transaction.
-    /// Returns when it finished (ms since the epoch).
-    pub async fn finish_run(&self, id: i64, end: RunEnd<'_>) -> Result<i64, StoreError> {
+    /// Finish a running run: its status, report and decisions, all in one transaction. A
+    /// succeeded run's proposals supersede the open proposals of earlier runs (and earlier ones
+    /// of its own) for the same pod, profile and cluster ([`supersede`]), in that transaction.
+    pub async fn finish_run(&self, id: i64, end: RunEnd<'_>) -> Result<RunFinished, StoreError> {
         let now = now_ms();
+        let mut superseded = Vec::new();
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let row = sqlx::query(
-            "SELECT r.cluster, r.profile, r.status, r.cluster_incarnation, \
+            "SELECT r.cluster, r.profile, r.status, r.cluster_incarnation, r.dry_run, \
                (SELECT c.incarnation FROM clusters c WHERE c.name = r.cluster) AS current \
              FROM runs r WHERE r.id = ?",
         )
@@ -236,6 +251,7 @@ impl Store {
         })?;
         let (cluster, profile): (String, String) =
             (row.try_get("cluster")?, row.try_get("profile")?);
+        let dry_run: bool = row.try_get("dry_run")?;
         let status: RunStatus = row.try_get::<String, _>("status")?.parse()?;
         if status != RunStatus::Running {
             return Err(StoreError::corrupt(
@@ -307,6 +323,9 @@ impl Store {
                     }
                     proposed.extend(query.fetch_all(&mut *tx).await?);
                 }
+                if !decisions.is_empty() {
+                    superseded = supersede(&mut tx, id, &cluster, &profile, dry_run, now).await?;
+                }
                 proposed.sort_unstable();
                 events::append_decisions(
                     &mut tx,
@@ -315,6 +334,15 @@ impl Store {
                     &proposed,
                 )
                 .await?;
+                if !superseded.is_empty() {
+                    events::append_decisions(
+                        &mut tx,
+                        &cluster,
+                        DecisionStatus::Superseded.as_str(),
+                        &superseded,
+                    )
+                    .await?;
+                }
                 sqlx::query(
                     "UPDATE runs SET status = 'succeeded', finished_at = ?, report = ? \
                      WHERE id = ?",
@@ -347,7 +375,10 @@ impl Store {
         }
         tx.commit().await?;
         self.events_committed();
-        Ok(now)
+        Ok(RunFinished {
+            finished_at: now,
+            superseded,
+        })
     }
 
     pub async fn get_run(&self, id: i64) -> Result<RunRecord, StoreError> {
@@ -407,6 +438,74 @@ impl Store {
         self.events_committed();
         Ok(failed.len() as u64)
     }
+}
+
+/// Supersede the open proposals that run `run`'s proposals replace: for each pod the run
+/// proposed, every other `proposed` decision of the same cluster, profile and pod uid with a
+/// lower id than the run's newest one for the pod becomes `superseded`, linked to that newest
+/// one, with a history entry by [`SUPERSEDE_ACTOR`]. A dry run's proposals supersede only
+/// dry-run proposals (a dry run must not empty the queue of approvable ones); a real run's
+/// supersede both. Three statements whatever the number. Returns the ids superseded.
+async fn supersede(
+    conn: &mut sqlx::SqliteConnection,
+    run: i64,
+    cluster: &str,
+    profile: &str,
+    dry_run: bool,
+    now: i64,
+) -> Result<Vec<i64>, StoreError> {
+    // Pairs (old, newer) in a temporary table, so the history and the update agree.
+    sqlx::query("DROP TABLE IF EXISTS temp.superseding")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("CREATE TEMP TABLE superseding (id INTEGER PRIMARY KEY, newer INTEGER NOT NULL)")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        "INSERT INTO superseding (id, newer) \
+         SELECT o.id, n.id FROM \
+           (SELECT pod_uid, MAX(id) AS id FROM decisions WHERE run_id = ? GROUP BY pod_uid) n \
+         JOIN decisions o \
+           ON o.cluster = ? AND o.profile = ? AND o.pod_uid = n.pod_uid \
+           AND o.status = 'proposed' AND o.id < n.id \
+         WHERE ? = 0 OR (SELECT dry_run FROM runs WHERE runs.id = o.run_id) = 1",
+    )
+    .bind(run)
+    .bind(cluster)
+    .bind(profile)
+    .bind(dry_run)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "INSERT INTO decision_events (decision_id, from_status, to_status, actor, comment, time) \
+         SELECT id, 'proposed', 'superseded', ?, \
+           'superseded by decision ' || newer || ' (run ' || ? || ')', ? \
+         FROM superseding ORDER BY id",
+    )
+    .bind(SUPERSEDE_ACTOR)
+    .bind(run)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    let ids: Vec<i64> = sqlx::query_scalar(
+        "UPDATE decisions SET status = 'superseded', \
+           superseded_by = (SELECT newer FROM superseding s WHERE s.id = decisions.id), \
+           status_reason = 'superseded: run ' || ? || ' proposed pod ' || pod_namespace || '/' \
+             || pod_name || ' again (decision ' \
+             || (SELECT newer FROM superseding s WHERE s.id = decisions.id) || ')', \
+           updated_at = ? \
+         WHERE id IN (SELECT id FROM superseding) RETURNING id",
+    )
+    .bind(run)
+    .bind(now)
+    .fetch_all(&mut *conn)
+    .await?;
+    sqlx::query("DROP TABLE temp.superseding")
+        .execute(&mut *conn)
+        .await?;
+    let mut ids = ids;
+    ids.sort_unstable();
+    Ok(ids)
 }
 
 /// A report (JSON text) without its policies' log lines, and those lines (a JSON array of each

@@ -322,7 +322,8 @@ async fn runs_finish_with_their_decisions_in_one_go() {
             },
         )
         .await
-        .unwrap();
+        .unwrap()
+        .finished_at;
     let done = store.get_run(run.id).await.unwrap();
     assert_eq!(done.status, RunStatus::Succeeded);
     assert_eq!(done.report, Some(report.clone()));
@@ -387,7 +388,8 @@ async fn runs_finish_with_their_decisions_in_one_go() {
         Err(StoreError::NotFound { .. })
     ));
 
-    // Decisions: filter by run and status, page through with the cursor.
+    // Decisions: filter by run and status, page through with the cursor (oldest first: the
+    // order they were proposed in).
     let other = store
         .insert_run(&NewRun::manual("west", 6, "default"))
         .await
@@ -411,19 +413,13 @@ async fn runs_finish_with_their_decisions_in_one_go() {
     let mut after = None;
     loop {
         let (page, next) = store
-            .list_decisions(
-                &DecisionFilter {
-                    after,
-                    ..filter.clone()
-                },
-                500,
-            )
+            .list_decisions(&filter, DecisionSort::Oldest, after.as_ref(), 500)
             .await
             .unwrap();
         assert!(page.iter().all(|d| d.run_id == run.id));
         seen.extend(page.iter().map(|d| d.pod_name.clone()));
         match next {
-            Some(id) => after = Some(id),
+            Some(cursor) => after = Some(cursor),
             None => break,
         }
     }
@@ -436,17 +432,34 @@ async fn runs_finish_with_their_decisions_in_one_go() {
                 status: Some(DecisionStatus::Proposed),
                 ..DecisionFilter::default()
             },
-            5000,
+            DecisionSort::Newest,
+            None,
+            1000,
         )
         .await
         .unwrap();
-    assert_eq!((all_proposed.len(), next), (1204, None));
+    assert_eq!(all_proposed.len(), 1000);
+    assert!(next.is_some());
+    assert_eq!(
+        store
+            .count_decisions(&DecisionFilter {
+                status: Some(DecisionStatus::Proposed),
+                ..DecisionFilter::default()
+            })
+            .await
+            .unwrap(),
+        1204
+    );
+    // Newest first: west's decision (recorded last) leads.
+    assert_eq!(all_proposed[0].run_id, other.id);
     let (none, _) = store
         .list_decisions(
             &DecisionFilter {
                 status: Some(DecisionStatus::Approved),
                 ..DecisionFilter::default()
             },
+            DecisionSort::Newest,
+            None,
             10,
         )
         .await
@@ -458,7 +471,7 @@ async fn runs_finish_with_their_decisions_in_one_go() {
     assert_eq!(&got, first);
     assert_eq!(
         (got.cluster.as_str(), got.profile.as_str(), got.status),
-        ("east", "default", DecisionStatus::Proposed)
+        ("west", "default", DecisionStatus::Proposed)
     );
     assert!(matches!(
         store.get_decision(-1).await,

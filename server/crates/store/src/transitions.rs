@@ -1,7 +1,7 @@
 //! Transitions between decisions and pod migrations: the one place where a status change of one
 //! touches the other, each in one `BEGIN IMMEDIATE` transaction.
 //!
-//! Owns: approving (one, each of a list, every match of a filter) — the decision becomes
+//! Owns: approving and rejecting (one, each of a list, every match of a filter, with a preview) — the decision becomes
 //! `approved` and its pod migration is created in the same transaction, exactly once however many
 //! approvals race —, rejecting, expiring proposals past the proposal TTL, and applying a pod
 //! migration's step change together with its events and its decision's status change.
@@ -64,17 +64,32 @@ pub enum Approval {
 /// The outcome of rejecting one decision: `Err` holds the decision when it was not `proposed`.
 pub type Rejection = Result<DecisionRecord, DecisionRecord>;
 
-/// Counts of a bulk approval.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BulkApproval {
+/// What a bulk approval or rejection does to the decisions it acts on.
+#[derive(Clone, Copy, Debug)]
+pub enum BulkAction<'a> {
+    /// Approve them, each with a pod migration made from its cluster's template.
+    Approve(&'a MigrationTemplates),
+    Reject,
+}
+
+/// Most decisions a bulk outcome shows whole ([`BulkOutcome::sample`]).
+pub const BULK_SAMPLE: usize = 50;
+
+/// What a bulk approval or rejection matched and did (or, in a preview, would do).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BulkOutcome {
     /// Decisions matching the filter, whatever their status.
     pub matched: u64,
-    /// Ids approved by this call (each got a pod migration).
-    pub approved: Vec<i64>,
-    /// Proposals found past their TTL and marked expired instead.
+    /// Ids approved or rejected by this call (would be, in a preview), newest first.
+    pub acted: Vec<i64>,
+    /// Proposals found past their TTL, marked expired instead (would be, in a preview).
     pub expired: u64,
-    /// Proposals of dry runs (never approvable).
+    /// Proposals of dry runs (never approvable), left alone.
     pub dry_run: u64,
+    /// Matched but not `proposed` (approved, rejected, superseded… before).
+    pub not_proposed: u64,
+    /// The first [`BULK_SAMPLE`] of `acted`, whole, as they are after the call.
+    pub sample: Vec<DecisionRecord>,
 }
 
 /// Actor of expiries.
@@ -400,6 +415,122 @@ pub(crate) async fn insert_for_decision(
     Ok(id)
 }
 
+/// `[1,2,3]`: ids for a `json_each(?)`.
+fn json_ids(ids: &[i64]) -> String {
+    serde_json::Value::from(ids.to_vec()).to_string()
+}
+
+/// Approve the decisions `ids` that are `proposed` and not of a dry run, each with its history
+/// entry and its pod migration (with its `Created` event), in set-based statements. Returns
+/// the ids approved, newest first.
+async fn approve_all(
+    conn: &mut Conn,
+    ids: &[i64],
+    actor: &str,
+    comment: Option<&str>,
+    templates: &MigrationTemplates,
+    now: i64,
+) -> Result<Vec<i64>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let approved: Vec<(i64, String)> = sqlx::query_as(
+        "UPDATE decisions SET status = 'approved', updated_at = ? \
+         WHERE id IN (SELECT value FROM json_each(?)) AND status = 'proposed' \
+         AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = decisions.run_id AND runs.dry_run = 1) \
+         RETURNING id, cluster",
+    )
+    .bind(now)
+    .bind(json_ids(ids))
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut by_cluster: HashMap<&str, Vec<i64>> = HashMap::new();
+    for (id, cluster) in &approved {
+        by_cluster.entry(cluster).or_default().push(*id);
+    }
+    let mut all: Vec<i64> = approved.iter().map(|(id, _)| *id).collect();
+    all.sort_unstable_by(|a, b| b.cmp(a));
+    sqlx::query(
+        "INSERT INTO decision_events (decision_id, from_status, to_status, actor, comment, time) \
+         SELECT value, 'proposed', 'approved', ?, ?, ? FROM json_each(?) ORDER BY value",
+    )
+    .bind(actor)
+    .bind(comment)
+    .bind(now)
+    .bind(json_ids(&all))
+    .execute(&mut *conn)
+    .await?;
+    for (cluster, ids) in by_cluster {
+        let template = templates.for_cluster(cluster);
+        sqlx::query(
+            "INSERT INTO pod_migrations (decision_id, cluster, pod_uid, pod_namespace, pod_name, \
+             mode, phase, step, status, reason, message, source_node, ttl_ms, created_at, \
+             updated_at) \
+             SELECT id, cluster, pod_uid, pod_namespace, pod_name, ?, 'Pending', ?, '', \
+               'Created', 'waiting for arbitration', node, ?, ?, ? \
+             FROM decisions WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+        )
+        .bind(&template.mode)
+        .bind(FIRST_STEP)
+        .bind(template.ttl_ms)
+        .bind(now)
+        .bind(now)
+        .bind(json_ids(&ids))
+        .execute(&mut *conn)
+        .await?;
+    }
+    // The same words as `insert_for_decision`'s event.
+    sqlx::query(
+        "INSERT INTO pod_migration_events (pod_migration_id, time, type, reason, message) \
+         SELECT id, ?, 'Normal', 'Created', 'pod migration of pod ' || pod_namespace || '/' \
+           || pod_name || ' from node ' || source_node || ' (' || mode || ') created: decision ' \
+           || decision_id || ' approved by ' || ? \
+         FROM pod_migrations WHERE decision_id IN (SELECT value FROM json_each(?)) ORDER BY id",
+    )
+    .bind(now)
+    .bind(actor)
+    .bind(json_ids(&all))
+    .execute(&mut *conn)
+    .await?;
+    Ok(all)
+}
+
+/// Reject the decisions `ids` that are `proposed`, each with its history entry, in two
+/// statements. Returns the ids rejected, newest first.
+async fn reject_all(
+    conn: &mut Conn,
+    ids: &[i64],
+    actor: &str,
+    comment: Option<&str>,
+    now: i64,
+) -> Result<Vec<i64>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut rejected: Vec<i64> = sqlx::query_scalar(
+        "UPDATE decisions SET status = 'rejected', status_reason = 'rejected by ' || ?, \
+           updated_at = ? \
+         WHERE id IN (SELECT value FROM json_each(?)) AND status = 'proposed' RETURNING id",
+    )
+    .bind(actor)
+    .bind(now)
+    .bind(json_ids(ids))
+    .fetch_all(&mut *conn)
+    .await?;
+    rejected.sort_unstable_by(|a, b| b.cmp(a));
+    sqlx::query(
+        "INSERT INTO decision_events (decision_id, from_status, to_status, actor, comment, time) \
+         SELECT value, 'proposed', 'rejected', ?, ?, ? FROM json_each(?) ORDER BY value",
+    )
+    .bind(actor)
+    .bind(comment)
+    .bind(now)
+    .bind(json_ids(&rejected))
+    .execute(&mut *conn)
+    .await?;
+    Ok(rejected)
+}
+
 impl Store {
     /// Approve a proposed decision and create its pod migration, atomically. A proposal created
     /// at or before `expire_before` is marked expired instead.
@@ -472,63 +603,108 @@ impl Store {
         Ok(done)
     }
 
-    /// Approve every proposed decision matching `filter` (its `status` and `after` are
-    /// ignored), in one transaction.
-    pub async fn approve_matching(
+    /// Approve or reject (`action`) every proposed decision of a non-dry run matching `filter`
+    /// (its `status` is ignored) that is within the proposal TTL, in one transaction; proposals
+    /// past the TTL are marked expired on the way. With `preview`, nothing changes and the
+    /// answer is what would happen. A fixed number of statements whatever the number of
+    /// decisions (one per cluster for the pod migrations an approval creates).
+    pub async fn act_on_matching(
         &self,
         filter: &DecisionFilter,
+        action: BulkAction<'_>,
         actor: &str,
         comment: Option<&str>,
         expire_before: i64,
-        templates: &MigrationTemplates,
-    ) -> Result<BulkApproval, StoreError> {
+        preview: bool,
+    ) -> Result<BulkOutcome, StoreError> {
         let filter = DecisionFilter {
             status: None,
-            after: None,
             ..filter.clone()
         };
         let now = now_ms();
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let mut sql = String::from("SELECT id, status FROM decisions WHERE 1 = 1");
+        let mut tx = if preview {
+            self.pool.begin().await?
+        } else {
+            self.pool.begin_with("BEGIN IMMEDIATE").await?
+        };
+        let mut sql = String::from(
+            "SELECT id, status, created_at, \
+             (SELECT dry_run FROM runs WHERE runs.id = decisions.run_id) AS dry_run \
+             FROM decisions WHERE 1 = 1",
+        );
         filter.conditions(&mut sql);
-        sql.push_str(" ORDER BY id");
-        let rows = filter
+        sql.push_str(" ORDER BY id DESC");
+        let rows: Vec<(i64, String, i64, Option<bool>)> = filter
             .bind(sqlx::query(sqlx::AssertSqlSafe(sql)))
             .fetch_all(&mut *tx)
-            .await?;
-        let mut outcome = BulkApproval {
-            matched: rows.len() as u64,
-            ..BulkApproval::default()
-        };
-        let proposed: Vec<i64> = rows
+            .await?
             .iter()
-            .filter(|r| r.try_get::<String, _>("status").ok().as_deref() == Some("proposed"))
-            .map(|r| r.try_get("id"))
+            .map(|r| {
+                Ok::<_, StoreError>((
+                    r.try_get("id")?,
+                    r.try_get("status")?,
+                    r.try_get("created_at")?,
+                    r.try_get("dry_run")?,
+                ))
+            })
             .collect::<Result<_, _>>()?;
-        outcome.expired = expire_in_tx(&mut tx, Some(&proposed), expire_before, now).await?;
-        let mut approved = Vec::new();
-        for id in proposed {
-            match approve_in_tx(&mut tx, id, actor, comment, templates, now).await? {
-                Some((decision, _)) => {
-                    outcome.approved.push(id);
-                    approved.push((id, decision.cluster));
-                }
-                None => {
-                    let status: String =
-                        sqlx::query_scalar("SELECT status FROM decisions WHERE id = ?")
-                            .bind(id)
-                            .fetch_one(&mut *tx)
-                            .await?;
-                    if status == "proposed" {
-                        outcome.dry_run += 1;
-                    }
-                }
+        let mut outcome = BulkOutcome {
+            matched: rows.len() as u64,
+            ..BulkOutcome::default()
+        };
+        let mut expired = Vec::new();
+        let mut act = Vec::new();
+        for (id, status, created_at, dry_run) in rows {
+            if status != DecisionStatus::Proposed.as_str() {
+                outcome.not_proposed += 1;
+            } else if created_at <= expire_before {
+                expired.push(id);
+            } else if dry_run.unwrap_or(false) {
+                outcome.dry_run += 1;
+            } else {
+                act.push(id);
             }
         }
-        events::append_decisions_by_cluster(&mut tx, DecisionStatus::Approved.as_str(), &approved)
+        outcome.expired = expired.len() as u64;
+        if !preview {
+            expire_in_tx(&mut tx, Some(&expired), expire_before, now).await?;
+            act = match action {
+                BulkAction::Approve(templates) => {
+                    approve_all(&mut tx, &act, actor, comment, templates, now).await?
+                }
+                BulkAction::Reject => reject_all(&mut tx, &act, actor, comment, now).await?,
+            };
+        }
+        let sample = &act[..act.len().min(BULK_SAMPLE)];
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM decisions WHERE id IN (SELECT value FROM json_each(?)) \
+             ORDER BY id DESC"
+        )))
+        .bind(json_ids(sample))
+        .fetch_all(&mut *tx)
+        .await?;
+        outcome.sample = rows
+            .iter()
+            .map(decision_from_row)
+            .collect::<Result<_, _>>()?;
+        if preview {
+            tx.rollback().await?;
+        } else {
+            let pairs: Vec<(i64, String)> = sqlx::query_as(
+                "SELECT id, cluster FROM decisions WHERE id IN (SELECT value FROM json_each(?))",
+            )
+            .bind(json_ids(&act))
+            .fetch_all(&mut *tx)
             .await?;
-        tx.commit().await?;
-        self.events_committed();
+            let status = match action {
+                BulkAction::Approve(_) => DecisionStatus::Approved,
+                BulkAction::Reject => DecisionStatus::Rejected,
+            };
+            events::append_decisions_by_cluster(&mut tx, status.as_str(), &pairs).await?;
+            tx.commit().await?;
+            self.events_committed();
+        }
+        outcome.acted = act;
         Ok(outcome)
     }
 

@@ -68,9 +68,10 @@ async fn run(store: &Store, prefix: &str, n: usize, dry_run: bool) -> (i64, Vec<
             .list_decisions(
                 &DecisionFilter {
                     run: Some(record.id),
-                    after,
                     ..DecisionFilter::default()
                 },
+                DecisionSort::Oldest,
+                after.as_ref(),
                 1000,
             )
             .await
