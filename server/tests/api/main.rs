@@ -35,3 +35,4 @@ mod timeouts;
 mod tls;
 mod triggers;
 mod ui;
+mod whatif;
