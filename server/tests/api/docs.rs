@@ -265,7 +265,7 @@ async fn the_openapi_document_follows_its_structural_rules() {
     let (status, doc) = server.get("/api-docs/openapi.json").await;
     assert_eq!(status, StatusCode::OK);
     let all = operations(&doc);
-    assert_eq!(all.len(), 49, "every route");
+    assert_eq!(all.len(), 51, "every route");
 
     let mut problems = Vec::new();
     for (method, path, operation) in &all {

@@ -37,3 +37,4 @@ mod timeouts;
 mod tls;
 mod triggers;
 mod ui;
+mod whatif;
