@@ -65,6 +65,8 @@ async fn health_openapi_and_swagger_ui() {
         ("/api/v1/whoami", vec!["get"]),
         ("/api/v1/events", vec!["get"]),
         ("/api/v1/retention", vec!["get", "put"]),
+        ("/api/v1/clusters/{name}/balance", vec!["get"]),
+        ("/api/v1/clusters/{name}/what-if", vec!["post"]),
     ];
     let paths = doc["paths"].as_object().expect("paths");
     assert_eq!(paths.len(), expected.len(), "{:?}", paths.keys());

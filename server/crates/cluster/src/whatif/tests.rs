@@ -370,6 +370,31 @@ fn measure_a_thousand_moves_on_the_large_reference_cluster() {
         .iter()
         .filter(|l| matches!(l, Landing::Node(_)))
         .count();
+    // A fingerprint of where every move landed: an optimisation of the scheduler must not
+    // change it.
+    let fingerprint = result.landings.iter().fold(0u64, |h, l| {
+        let text = match l {
+            Landing::Node(n) => n.as_str(),
+            Landing::Nowhere(why) => why.as_str(),
+        };
+        text.bytes()
+            .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    });
+    eprintln!("what-if landings fingerprint: {fingerprint:016x}");
+    // The same moves placed the plain way (every node through `unfit`, best score, then
+    // name): the ranked search must land every move on the same node.
+    let reference = reference_landings(cluster, &index, &requests);
+    let differ = result
+        .landings
+        .iter()
+        .zip(&reference)
+        .filter(|(a, b)| match (a, b) {
+            (Landing::Node(a), Some(b)) => a != b,
+            (Landing::Node(_), None) | (Landing::Nowhere(_), Some(_)) => true,
+            (Landing::Nowhere(_), None) => false,
+        })
+        .count();
+    assert_eq!(differ, 0, "moves placed differently from the plain search");
     let started = Instant::now();
     let _ = balance(&result.after, &[]);
     let summary = started.elapsed();
@@ -384,4 +409,48 @@ fn measure_a_thousand_moves_on_the_large_reference_cluster() {
         summary.as_secs_f64() * 1000.0,
     );
     assert_eq!(result.landings.len(), requests.len());
+}
+
+/// [`what_if`]'s placements computed the plain way: for each move, every node through
+/// [`Scheduler::unfit`], the best score then the lowest name, each placement held.
+fn reference_landings(
+    cluster: Cluster<'_>,
+    index: &ClusterIndex,
+    requests: &[MoveRequest<'_>],
+) -> Vec<Option<String>> {
+    let mut scheduler = Scheduler::new(cluster, index, &[]);
+    let pods: HashMap<&str, PodRef<'_>> = cluster.pods().map(|p| (p.uid(), p)).collect();
+    requests
+        .iter()
+        .map(|r| {
+            let pod = *pods.get(r.pod_uid)?;
+            let mut best: Option<(i64, rebalancer_policy_sdk::view::NodeRef<'_>)> = None;
+            for node in cluster.nodes() {
+                if node.name() == r.from || scheduler.unfit(pod, node).is_some() {
+                    continue;
+                }
+                let score = scheduler.score(pod, node);
+                if best.is_none_or(|(s, b)| score > s || (score == s && node.name() < b.name())) {
+                    best = Some((score, node));
+                }
+            }
+            let (_, node) = best?;
+            scheduler.hold(&Held {
+                node: node.id,
+                requests: pod
+                    .raw
+                    .requests
+                    .iter()
+                    .map(|q| {
+                        (
+                            cluster.str(q.resource.to_native()).to_owned(),
+                            q.milli.to_native(),
+                        )
+                    })
+                    .collect(),
+                template_pod: Some(pod.id),
+            });
+            Some(node.name().to_owned())
+        })
+        .collect()
 }
