@@ -78,7 +78,7 @@ let approvedId = null;
     check(Number(match[2]) > 0, 'the demo run proposed nothing');
     await page.getByRole('link', { name: 'See the run' }).click();
     await page.getByRole('heading', { name: `Run #${runId}` }).waitFor();
-    const policyRows = page.locator('main table tbody tr');
+    const policyRows = page.locator('main table.run-policies tbody tr');
     await policyRows.first().waitFor();
     const run = (await api('GET', `/runs/${runId}`)).body;
     check(await policyRows.count() === run.report.policies.length,

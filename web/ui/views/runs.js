@@ -168,6 +168,7 @@ export async function detail(ctx) {
       report.policies.length === 0 ? empty('No policy was evaluated.') : table({
         caption: 'Per-policy timing and outcome, in evaluation order',
         hiddenCaption: true,
+        className: 'run-policies',
         columns: ['Plugin', 'Plugin set', 'Extension point', 'Duration', 'Proposals', 'Refusals', 'Outcome', 'Log'],
         rows: report.policies.map((p) => h('tr', {},
           h('th', { scope: 'row', text: p.plugin }),
