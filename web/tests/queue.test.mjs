@@ -198,6 +198,8 @@ await scenario('queue', async ({ page }) => {
   await step('the decision page: reason, plugin, history with the comment, pod migration', async () => {
     await page.goto(`${BASE}/#/decisions/${keyboardId}`);
     await page.getByRole('heading', { name: `Decision #${keyboardId}` }).waitFor();
+    await page.locator('main .facts').waitFor();
+    await page.locator('table.history tbody tr').first().waitFor();
     const d = await apiOk('GET', `/decisions/${keyboardId}`);
     const text = await page.locator('main').innerText();
     check(text.includes(d.reason), 'the reason is not shown');
