@@ -1,105 +1,22 @@
-// Browser test of the web UI against a running Rebalancer server.
-//
-//   REBALANCER_URL=http://127.0.0.1:8080 REBALANCER_TOKEN=<admin token> \
-//   [REBALANCER_UI_ARTIFACTS=/tmp/dir] node tests/ui.test.mjs
-//
-// Drives headless Debian Chromium (/usr/bin/chromium, or CHROMIUM_PATH) with playwright-core:
+// Browser test of the web UI's main flows (a scenario on ./harness.mjs; see there for how to run):
 // sign in, clusters and node utilization, start a run, approve / reject decisions (one by one
 // and in bulk), the pod migration of an approved decision with its events, the 403 of a viewer
-// token, log out, and the 401 of a bad token. Screenshots go to REBALANCER_UI_ARTIFACTS (default:
-// a new temporary directory). Exits non-zero, naming the failed step, on any failure, including
-// an uncaught page error or an unexpected console error.
+// token, log out, and the 401 of a bad token.
 
-import { chromium } from 'playwright-core';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
+import {
+  BASE, TOKEN, api, check, httpStatus, scenario, screenshot as shoot, signIn as signInOn, step, tolerating,
+} from './harness.mjs';
 
-const BASE = (process.env.REBALANCER_URL ?? '').replace(/\/$/, '');
-const TOKEN = process.env.REBALANCER_TOKEN ?? '';
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-if (!BASE || !TOKEN) {
-  console.error('set REBALANCER_URL (e.g. http://127.0.0.1:8080) and REBALANCER_TOKEN (an admin token)');
-  process.exit(2);
-}
-const ARTIFACTS = process.env.REBALANCER_UI_ARTIFACTS ?? fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-ui-'));
-fs.mkdirSync(ARTIFACTS, { recursive: true });
-const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-ui-profile-'));
+await scenario('ui', async ({ page }) => {
+const screenshot = (name, options) => shoot(page, name, options);
+const signIn = (token) => signInOn(page, token);
 
-// ---- tiny harness ------------------------------------------------------------------------------
-let currentStep = '(start)';
-let expectHttpErrors = false;
-const problems = [];
-
-function log(message) {
-  console.log(`[ui-test] ${message}`);
-}
-
-function check(condition, message) {
-  if (!condition) throw new Error(message);
-}
-
-async function step(name, fn) {
-  currentStep = name;
-  const started = Date.now();
-  await fn();
-  log(`ok  ${name} (${Date.now() - started} ms)`);
-}
-
-/** Direct API call (for set-up and for checking what the UI claims). */
-async function api(method, apiPath, { body, token = TOKEN } = {}) {
-  const response = await fetch(`${BASE}/api/v1${apiPath}`, {
-    method,
-    headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const text = await response.text();
-  let json = null;
-  try { json = text ? JSON.parse(text) : null; } catch { json = text; }
-  return { status: response.status, body: json };
-}
-
-// ---- the scenario ------------------------------------------------------------------------------
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: CHROMIUM,
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1280, height: 900 },
-});
-context.setDefaultTimeout(20_000);
-const page = context.pages()[0] ?? await context.newPage();
-page.on('pageerror', (err) => problems.push(`uncaught page error during "${currentStep}": ${err.message}`));
-page.on('console', (msg) => {
-  if (msg.type() !== 'error') return;
-  const text = msg.text();
-  // Chromium logs every non-2xx fetch as "Failed to load resource"; expected during the steps
-  // that provoke 401/403 on purpose.
-  if (expectHttpErrors && /Failed to load resource: the server responded with a status of 40[13]/.test(text)) return;
-  problems.push(`console error during "${currentStep}": ${text}`);
-});
-
-async function screenshot(name, { fullPage = false } = {}) {
-  const file = path.join(ARTIFACTS, `${name}.png`);
-  await page.screenshot({ path: file, fullPage });
-  log(`screenshot ${file}`);
-}
-
-const main = page.locator('main');
-
-async function signIn(token) {
-  await page.getByLabel('API token').fill(token);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-}
-
-/** The status badge text of the decision row `id`. */
+/** The decision row `id`. */
 function decisionRow(id) {
   return page.locator(`table.decisions tbody tr[data-id="${id}"]`);
 }
 
-let exitCode = 0;
 let approvedId = null;
-try {
   await step('the page loads with its assets and asks for a token', async () => {
     const response = await page.goto(`${BASE}/`);
     check(response.ok(), `GET / answered ${response.status()}`);
@@ -307,13 +224,13 @@ try {
     await page.goto(`${BASE}/#/decisions?run=${runId}&status=proposed`);
     const row = page.locator('table.decisions tbody tr').first();
     await row.waitFor();
-    expectHttpErrors = true;
-    await row.getByRole('button', { name: /^Approve decision/ }).click();
-    await page.getByRole('dialog').getByRole('button', { name: 'Approve' }).click();
-    const alert = page.getByRole('alert').filter({ hasText: 'Not allowed for your role (403)' });
-    await alert.waitFor();
-    check((await alert.innerText()).includes('approver'), 'the 403 message does not name the role needed');
-    expectHttpErrors = false;
+    await tolerating(httpStatus(403), async () => {
+      await row.getByRole('button', { name: /^Approve decision/ }).click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Approve' }).click();
+      const alert = page.getByRole('alert').filter({ hasText: 'Not allowed for your role (403)' });
+      await alert.waitFor();
+      check((await alert.innerText()).includes('approver'), 'the 403 message does not name the role needed');
+    });
     await screenshot('forbidden');
   });
 
@@ -331,33 +248,13 @@ try {
     await page.getByRole('button', { name: 'Log out' }).click();
     await page.getByRole('heading', { name: 'Sign in to Rebalancer' }).waitFor();
     check(await page.evaluate(() => sessionStorage.getItem('rebalancer.token')) === null, 'token kept after logout');
-    expectHttpErrors = true;
-    await signIn('not-a-valid-token');
-    const alert = page.getByRole('alert').filter({ hasText: 'Not signed in (401)' });
-    await alert.waitFor();
-    check(await page.getByRole('navigation', { name: 'Main' }).isHidden(), 'navigation shown with a bad token');
-    expectHttpErrors = false;
+    await tolerating(httpStatus(401), async () => {
+      await signIn('not-a-valid-token');
+      const alert = page.getByRole('alert').filter({ hasText: 'Not signed in (401)' });
+      await alert.waitFor();
+      check(await page.getByRole('navigation', { name: 'Main' }).isHidden(), 'navigation shown with a bad token');
+    });
     await screenshot('login-401');
   });
 
-  await step('no page errors and no unexpected console errors', async () => {
-    check(problems.length === 0, problems.join('\n'));
-  });
-} catch (err) {
-  exitCode = 1;
-  console.error(`[ui-test] FAILED at step "${currentStep}": ${err?.stack ?? err}`);
-  if (problems.length) console.error(`[ui-test] also seen:\n${problems.join('\n')}`);
-  console.error(`[ui-test] page URL: ${page.url()}`);
-  try {
-    const visible = await main.innerText({ timeout: 2000 });
-    console.error(`[ui-test] page text:\n${visible.slice(0, 3000)}`);
-    await screenshot('failure');
-  } catch (e) {
-    console.error(`[ui-test] could not capture the page: ${e.message}`);
-  }
-} finally {
-  await context.close();
-  fs.rmSync(userDataDir, { recursive: true, force: true });
-}
-log(`screenshots in ${ARTIFACTS}`);
-process.exit(exitCode);
+});

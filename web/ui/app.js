@@ -1,11 +1,15 @@
-// The application shell: sign-in, hash routing, navigation state and status messages.
+// The application shell: sign-in, who is signed in (session.js), the live updates (live.js),
+// hash routing, navigation state and status messages.
 // Views live in ./views/*.js and export `render(ctx)`; see `navigate()` for what ctx holds.
 
-import { api, clearToken, getToken, onUnauthorized, setToken } from './api.js';
+import { ApiError, api, clearToken, getToken, onUnauthorized, setToken } from './api.js';
 import { errorBox, h, replace } from './dom.js';
+import { createLive, viewLive } from './live.js';
+import { showIdentity, whoami } from './session.js';
 import * as clusters from './views/clusters.js';
 import * as runs from './views/runs.js';
 import * as decisions from './views/decisions.js';
+import * as decision from './views/decision.js';
 import * as migrations from './views/migrations.js';
 import * as policies from './views/policies.js';
 import * as profiles from './views/profiles.js';
@@ -20,6 +24,11 @@ const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 const session = document.getElementById('session');
 const flashRegion = document.getElementById('flash');
+const who = document.getElementById('who');
+const live = createLive({ indicator: document.getElementById('live') });
+/** The whoami answer of the signed-in token (null until known, or when the server has none). */
+let me = null;
+let meLoaded = false;
 
 /** Routes: path segments (`:x` captures) → view function. */
 const ROUTES = [
@@ -29,6 +38,7 @@ const ROUTES = [
   [['runs'], runs.list],
   [['runs', ':id'], runs.detail],
   [['decisions'], decisions.list],
+  [['decisions', ':id'], decision.detail],
   [['pod-migrations'], migrations.list],
   [['pod-migrations', ':id'], migrations.detail],
   [['policies'], policies.list],
@@ -42,7 +52,7 @@ const ROUTES = [
   [['admin', 'retention'], adminRetention.page],
 ];
 
-let current = null; // { controller, cleanup }
+let current = null; // { controller, cleanups, live }
 let flashTimer = null;
 
 /** Show a short status message (announced politely to screen readers). */
@@ -82,8 +92,25 @@ function match(segments) {
 function teardown() {
   if (!current) return;
   current.controller.abort();
-  if (typeof current.cleanup === 'function') current.cleanup();
+  current.live.close();
+  for (const fn of current.cleanups) fn();
   current = null;
+}
+
+/**
+ * Load who is signed in (once per sign-in). A server without `GET /api/v1/whoami` (404) leaves
+ * `me` null: every action is offered and the server's 403 explains.
+ */
+async function loadIdentity() {
+  if (meLoaded) return;
+  try {
+    me = await whoami();
+  } catch (err) {
+    if (err?.status === 401) throw err;
+    me = null;
+  }
+  meLoaded = true;
+  showIdentity(who, me);
 }
 
 async function navigate({ focus = true } = {}) {
@@ -99,6 +126,11 @@ async function navigate({ focus = true } = {}) {
     return;
   }
   teardown();
+  try {
+    await loadIdentity();
+  } catch {
+    return; // 401: onUnauthorized has shown the sign-in form.
+  }
   showShell();
   for (const link of nav.querySelectorAll('a')) {
     if (link.dataset.section === segments[0]) link.setAttribute('aria-current', 'page');
@@ -106,7 +138,8 @@ async function navigate({ focus = true } = {}) {
   }
   const found = match(segments);
   const controller = new AbortController();
-  current = { controller, cleanup: null };
+  const view = { controller, cleanups: [], live: viewLive(live) };
+  current = view;
   replace(main);
   if (!found) {
     document.title = 'Not found · Rebalancer';
@@ -122,11 +155,15 @@ async function navigate({ focus = true } = {}) {
     query,
     signal: controller.signal,
     flash,
+    /** The signed-in token's whoami answer (`{name, role, clusters, expiresAt, can}`), or null. */
+    me,
+    /** Live updates: `on(type, fn)` (removed when the user leaves the view), `stale`. */
+    live: view.live,
     setTitle: (title) => { document.title = `${title} · Rebalancer`; },
     /** Render the current view again (fresh data), keeping focus where it is. */
     reload: () => navigate({ focus: false }),
     /** Register a function run when the user leaves the view (timers). */
-    onLeave: (fn) => { if (current?.controller === controller) current.cleanup = fn; },
+    onLeave: (fn) => { if (current === view) view.cleanups.push(fn); else fn(); },
   };
   main.setAttribute('aria-busy', 'true');
   try {
@@ -151,10 +188,14 @@ async function navigate({ focus = true } = {}) {
 function showShell() {
   nav.hidden = false;
   session.hidden = false;
+  live.start();
 }
 
 function showLogin(reason) {
   teardown();
+  live.stop();
+  me = null;
+  meLoaded = false;
   nav.hidden = true;
   session.hidden = true;
   document.title = 'Sign in · Rebalancer';
@@ -181,7 +222,16 @@ function showLogin(reason) {
     button.disabled = true;
     replace(result, h('p', { class: 'state loading', text: 'Checking the token…' }));
     try {
-      await api('/clusters', { token });
+      // whoami checks the token and says who it is; a server without it is asked for clusters.
+      try {
+        me = await whoami({ token });
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.status !== 404) throw err;
+        await api('/clusters', { token });
+        me = null;
+      }
+      meLoaded = true;
+      showIdentity(who, me);
       setToken(token);
       flash('Signed in.');
       replace(result);

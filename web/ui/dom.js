@@ -166,10 +166,21 @@ export function time(value) {
   return h('time', { datetime: value, title: value, text });
 }
 
-/** A table with a caption (visually hidden when `hiddenCaption`), header and body rows. */
-export function table({ caption, hiddenCaption = false, columns, rows, className = '' }) {
+/**
+ * A table with a caption (visually hidden when `hiddenCaption`), header and body rows. Each cell
+ * gets its column's name as `data-label`, so under 600px the table reads as cards (`cards`
+ * class, on unless `cards: false`).
+ */
+export function table({ caption, hiddenCaption = false, columns, rows, className = '', cards = true }) {
+  const names = columns.map((c) => (c instanceof Node ? c.textContent : String(c)));
+  for (const tr of [rows].flat()) {
+    if (!(tr instanceof Element)) continue;
+    [...tr.children].forEach((cell, i) => {
+      if (names[i] && !cell.hasAttribute('data-label')) cell.setAttribute('data-label', names[i]);
+    });
+  }
   return h('div', { class: 'table-wrap' },
-    h('table', { class: className },
+    h('table', { class: [className, cards ? 'cards' : ''].filter(Boolean).join(' ') },
       caption && h('caption', { class: hiddenCaption ? 'visually-hidden' : null, text: caption }),
       h('thead', {}, h('tr', {}, columns.map((c) => (c instanceof Node ? h('th', { scope: 'col' }, c)
         : h('th', { scope: 'col', text: c }))))),

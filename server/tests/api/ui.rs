@@ -1,6 +1,10 @@
-//! The web UI in a real browser: starts a server with the demo cluster and runs the
-//! `web/tests/ui.test.mjs` scenario (playwright-core driving headless Debian Chromium) against
-//! it with the test server's admin token.
+//! The web UI in a real browser: runs every `web/tests/*.test.mjs` scenario (playwright-core
+//! driving headless Debian Chromium, on the shared `web/tests/harness.mjs`), each against its own
+//! fresh server with the demo cluster and the test server's admin token.
+//!
+//! `REBALANCER_UI_SCENARIOS=ui,decisions` runs only those scenario files;
+//! `REBALANCER_UI_ARTIFACTS=<dir>` keeps the screenshots there (otherwise a temporary directory,
+//! kept only when a scenario fails).
 //!
 //! Needs `node`, `web/node_modules/playwright-core` (`cd web && npm ci`) and Chromium at
 //! `/usr/bin/chromium` (or `CHROMIUM_PATH`); `.ci/run` installs them. When one is missing the
@@ -55,10 +59,30 @@ fn missing_prerequisites() -> Vec<String> {
     missing
 }
 
-/// Run `node tests/ui.test.mjs`; returns (success, combined output).
-fn run_scenario(base: &str, artifacts: &Path) -> (bool, String) {
+/// The scenario files `web/tests/*.test.mjs`, sorted, less those `REBALANCER_UI_SCENARIOS`
+/// (a comma-separated list of names without `.test.mjs`) leaves out.
+fn scenarios() -> Vec<String> {
+    let wanted: Option<Vec<String>> = std::env::var("REBALANCER_UI_SCENARIOS")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
+    let mut found: Vec<String> = std::fs::read_dir(web_dir().join("tests"))
+        .expect("web/tests is readable")
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().to_string_lossy().into_owned();
+            let stem = name.strip_suffix(".test.mjs")?.to_string();
+            Some(stem)
+        })
+        .filter(|stem| wanted.as_ref().is_none_or(|w| w.contains(stem)))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Run `node tests/<name>.test.mjs`; returns (success, combined output).
+fn run_scenario(name: &str, base: &str, artifacts: &Path) -> (bool, String) {
     let mut child = Command::new("node")
-        .arg("tests/ui.test.mjs")
+        .arg(format!("tests/{name}.test.mjs"))
         .current_dir(web_dir())
         .env("REBALANCER_URL", base)
         .env("REBALANCER_TOKEN", ADMIN_TOKEN)
@@ -159,34 +183,61 @@ async fn web_ui_end_to_end_in_chromium() {
         .unwrap();
     assert_eq!(api.status(), StatusCode::UNAUTHORIZED);
 
+    drop(server);
+
+    let kept_dir = std::env::var_os("REBALANCER_UI_ARTIFACTS").map(PathBuf::from);
     let artifacts = tempfile::Builder::new()
         .prefix("rebalancer-ui-test-")
         .tempdir()
         .expect("a temporary directory");
-    let base = server.base.clone();
-    let dir = artifacts.path().to_path_buf();
-    let (ok, output) = tokio::task::spawn_blocking(move || run_scenario(&base, &dir))
-        .await
-        .expect("the scenario thread");
-    if !ok {
-        let kept = artifacts.keep();
+    let dir = kept_dir
+        .clone()
+        .unwrap_or_else(|| artifacts.path().to_path_buf());
+    std::fs::create_dir_all(&dir).expect("the artifacts directory");
+    let names = scenarios();
+    assert!(
+        !names.is_empty(),
+        "no web/tests/*.test.mjs scenario (or none named in REBALANCER_UI_SCENARIOS)"
+    );
+    let mut failures = Vec::new();
+    for name in names {
+        // A fresh server per scenario: no scenario sees another's runs, decisions or tokens.
+        let server = TestServer::start_with_demo().await;
+        let base = server.base.clone();
+        let scenario_dir = dir.clone();
+        let scenario = name.clone();
+        let started = Instant::now();
+        let (ok, output) =
+            tokio::task::spawn_blocking(move || run_scenario(&scenario, &base, &scenario_dir))
+                .await
+                .expect("the scenario thread");
+        drop(server);
+        eprintln!(
+            "===== scenario {name}: {} in {:.1} s =====\n{output}",
+            if ok { "passed" } else { "FAILED" },
+            started.elapsed().as_secs_f64()
+        );
+        if !ok {
+            failures.push(name);
+        }
+    }
+    if !failures.is_empty() {
+        let kept = match kept_dir {
+            Some(dir) => dir,
+            None => artifacts.keep(),
+        };
         panic!(
-            "the browser scenario failed (screenshots kept in {}):\n{output}",
+            "browser scenario(s) failed: {} (output above; screenshots kept in {})",
+            failures.join(", "),
             kept.display()
         );
     }
-    eprintln!("{output}");
-    for shot in [
-        "run.png",
-        "decisions.png",
-        "pod-migration.png",
-        "pod-migration-waiting.png",
-        "forbidden.png",
-        "clusters-800.png",
-        "login-401.png",
-    ] {
-        let path = artifacts.path().join(shot);
-        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        assert!(size > 0, "screenshot {} was not written", path.display());
-    }
+    let shots = std::fs::read_dir(&dir)
+        .expect("the artifacts directory")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "png"))
+        })
+        .count();
+    assert!(shots > 0, "no screenshot was written to {}", dir.display());
 }

@@ -1,10 +1,13 @@
-// Runs: start one (cluster + profile, dry run), list them, and one run's per-policy timing and
-// outcome.
+// Runs: start one (cluster + profile, dry run; only for roles that may), list them (refreshed
+// live), and one run's per-policy timing and outcome with the what-if of all its moves.
 
 import { api } from '../api.js';
 import {
   append, badge, empty, errorBox, facts, formatMs, h, loading, prepend, replace, route, routeWithQuery, table, time,
 } from '../dom.js';
+import { debounce } from '../live.js';
+import { allowed, roleNotice } from '../session.js';
+import { renderWhatIf, whatIfBody } from '../whatif.js';
 
 function duration(run) {
   if (run.report) return formatMs(run.report.durationMs);
@@ -14,8 +17,10 @@ function duration(run) {
   return '—';
 }
 
+const RUN_COLUMNS = ['Run', 'Status', 'Cluster', 'Profile', 'Trigger', 'Proposals', 'Started', 'Duration', 'Decisions'];
+
 function runRow(run) {
-  return h('tr', {},
+  const tr = h('tr', { dataset: { id: run.id } },
     h('th', { scope: 'row' }, h('a', { href: route('runs', run.id), text: `#${run.id}` })),
     h('td', {}, badge(run.status), run.dryRun ? [' ', badge('dry run')] : null),
     h('td', {}, h('a', { href: route('clusters', run.cluster), text: run.cluster })),
@@ -25,6 +30,8 @@ function runRow(run) {
     h('td', {}, time(run.startedAt)),
     h('td', { class: 'num', text: duration(run) }),
     h('td', {}, run.proposals ? h('a', { href: routeWithQuery('#/decisions', { run: run.id }), 'aria-label': `Decisions of run #${run.id}`, text: 'Review' }) : null));
+  [...tr.children].forEach((cell, i) => cell.setAttribute('data-label', RUN_COLUMNS[i]));
+  return tr;
 }
 
 export async function list(ctx) {
@@ -86,16 +93,17 @@ export async function list(ctx) {
     replace(formHolder, formHolder.firstChild, empty(clusters.items.length === 0
       ? 'There is no cluster to run on yet. Push a snapshot first.'
       : 'There is no profile yet. Store one with PUT /api/v1/profiles/{name}.'));
+  } else if (!allowed(ctx.me, 'run')) {
+    replace(formHolder, formHolder.firstChild, roleNotice(ctx.me, 'run'));
   } else {
     replace(formHolder, formHolder.firstChild, form, result);
   }
 
   const listHeading = listHolder.firstChild;
   const showList = () => {
-    replace(listHolder, listHeading, h('div', { class: 'table-wrap' }, h('table', {},
+    replace(listHolder, listHeading, h('div', { class: 'table-wrap' }, h('table', { class: 'runs cards' },
       h('caption', { class: 'visually-hidden', text: 'Runs, newest first' }),
-      h('thead', {}, h('tr', {}, ['Run', 'Status', 'Cluster', 'Profile', 'Trigger', 'Proposals', 'Started', 'Duration', 'Decisions']
-        .map((c) => h('th', { scope: 'col', text: c })))),
+      h('thead', {}, h('tr', {}, RUN_COLUMNS.map((c) => h('th', { scope: 'col', text: c })))),
       tbody)),
     runs.next ? h('p', { class: 'muted', text: 'Showing the 25 newest runs.' }) : null);
   };
@@ -104,6 +112,20 @@ export async function list(ctx) {
   } else {
     showList();
   }
+
+  // Live: a run started or finished anywhere (a schedule, another user) shows up here.
+  const liveRefresh = debounce(async () => {
+    try {
+      const fresh = await api('/runs', { query: { limit: 25 }, signal: ctx.signal });
+      tbody.replaceChildren(...fresh.items.map(runRow));
+      runs.next = fresh.next;
+      if (fresh.items.length) showList();
+    } catch (err) {
+      if (err?.name !== 'AbortError') replace(result, errorBox(err, 'Refreshing the runs'));
+    }
+  }, 400);
+  ctx.live.on('run', liveRefresh);
+  ctx.onLeave(() => liveRefresh.cancel());
 }
 
 function outcome(policy) {
@@ -118,6 +140,7 @@ export async function detail(ctx) {
   append(ctx.main, 
     h('p', { class: 'crumbs' }, h('a', { href: '#/runs', text: 'Runs' }), ' / ', `#${id}`),
     h('h1', { text: `Run #${id}` }), body);
+  const whatIf = h('section', { 'aria-labelledby': 'run-whatif-title' }, h('h2', { id: 'run-whatif-title', text: 'What if every proposal of this run is approved' }));
   const run = await api(`/runs/${encodeURIComponent(id)}`, { signal: ctx.signal });
   const report = run.report;
   replace(body, 
@@ -158,5 +181,18 @@ export async function detail(ctx) {
             h('summary', { text: `${p.logs.length} line(s)${p.logsDropped ? ` (+${p.logsDropped} dropped)` : ''}` }),
             h('ul', { class: 'log' }, p.logs.map((l) => h('li', {}, h('span', { class: `level level-${l.level}`, text: l.level }), ' ', l.message))))
             : h('span', { class: 'muted', text: 'none' })))),
-      })) : null);
+      })) : null,
+    whatIf);
+  if (!run.proposals) {
+    append(whatIf, h('p', { class: 'muted', text: 'The run proposed no move.' }));
+    return;
+  }
+  append(whatIf, loading('the what-if'));
+  try {
+    const r = await api(`/clusters/${encodeURIComponent(run.cluster)}/what-if`, { method: 'POST', body: whatIfBody({ run: run.id }), signal: ctx.signal });
+    replace(whatIf, whatIf.firstChild, run.dryRun ? h('p', { class: 'notice', text: 'A dry run: these moves can never be approved; the simulation shows what they would have done.' }) : null, renderWhatIf(r));
+  } catch (err) {
+    if (err?.name === 'AbortError') throw err;
+    replace(whatIf, whatIf.firstChild, errorBox(err, 'What-if'));
+  }
 }
