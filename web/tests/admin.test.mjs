@@ -4,160 +4,49 @@
 //   [REBALANCER_UI_ARTIFACTS=/tmp/dir] [REBALANCER_POLICY_WASM=path/to/a/policy.wasm] \
 //   node tests/admin.test.mjs
 //
-// Drives headless Chromium (CHROMIUM_PATH, default /usr/bin/chromium) with playwright-core:
+// Built on the shared harness (./harness.mjs: headless Chromium, steps, axe-core, screenshots).
 // a pushed 5,000-node cluster drawn as a heatmap (render time printed), its thresholds, hover,
 // keyboard and click-through to a node's pods; every administration flow (a bad .wasm upload
 // shows the server's message verbatim, a refused profile YAML shows each problem at its path,
 // export, auto-approve rules, schedules, arbitration, retention, a token's secret shown once,
 // the audit log's filters and paging); a viewer sees no administration actions; axe-core on
-// every view (when installed); screenshots at 1280×800 and 390×844 in REBALANCER_UI_ARTIFACTS.
-// Exits non-zero, naming the failed step, on any failure (an uncaught page error or an
-// unexpected console error included). What the server cannot do yet is printed as
-// "NOT TESTED: …" rather than faked.
+// every view; screenshots at 1280×800 and 390×844 (`admin-<view>-{1280,390}.png`, none of them
+// scrolling sideways at 390 px). What the server cannot do yet is printed as "NOT TESTED: …"
+// rather than faked. REBALANCER_POLICY_WASM (default: example_pod_age.wasm of the cargo build)
+// is the valid module uploaded.
 
-import { chromium } from 'playwright-core';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { createRequire } from 'node:module';
+import {
+  BASE, TOKEN, api, axe as axeCheck, check, httpStatus, log, scenario, screenshotBoth, signIn as fillSignIn, step, tolerating,
+} from './harness.mjs';
 
-const BASE = (process.env.REBALANCER_URL ?? '').replace(/\/$/, '');
-const TOKEN = process.env.REBALANCER_TOKEN ?? '';
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const WASM = process.env.REBALANCER_POLICY_WASM ?? '';
 const NODES = Number(process.env.REBALANCER_HEATMAP_NODES ?? 5000);
-if (!BASE || !TOKEN) {
-  console.error('set REBALANCER_URL (e.g. http://127.0.0.1:8080) and REBALANCER_TOKEN (an admin token)');
-  process.exit(2);
-}
-const ARTIFACTS = process.env.REBALANCER_UI_ARTIFACTS ?? fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-admin-'));
-fs.mkdirSync(ARTIFACTS, { recursive: true });
-const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rebalancer-admin-profile-'));
+/** A valid policy module: the one named, or example-pod-age from the cargo build. */
+const WASM = process.env.REBALANCER_POLICY_WASM ?? [
+  process.env.CARGO_TARGET_DIR, path.join(process.cwd(), '..', 'target'),
+].filter(Boolean).map((dir) => path.join(dir, 'policies-wasm/wasm32-wasip2/policy/example_pod_age.wasm'))
+  .find((file) => fs.existsSync(file)) ?? '';
 
-// ---- harness -----------------------------------------------------------------------------------
-let currentStep = '(start)';
-let expectHttpErrors = false;
-/** Without GET /balance the cluster view asks for it (404) and falls back: expected then. */
-let balanceMissing = false;
-const problems = [];
 const notTested = [];
 const figures = [];
-
-const log = (message) => console.log(`[admin-test] ${message}`);
-function check(condition, message) {
-  if (!condition) throw new Error(message);
-}
-async function step(name, fn) {
-  currentStep = name;
-  const started = Date.now();
-  await fn();
-  log(`ok  ${name} (${Date.now() - started} ms)`);
-}
 function skip(what) {
   notTested.push(what);
   log(`NOT TESTED: ${what}`);
 }
 
-/** Direct API call, for set-up and for checking what the UI claims. */
-async function api(method, apiPath, { body, token = TOKEN, raw, contentType } = {}) {
-  const headers = { Authorization: `Bearer ${token}` };
-  if (body !== undefined) headers['Content-Type'] = contentType ?? 'application/json';
+/** An API call with a body that is not JSON (a module, YAML). */
+async function rawApi(method, apiPath, bytes, contentType) {
   const response = await fetch(`${BASE}/api/v1${apiPath}`, {
-    method, headers, body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
+    method, headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': contentType }, body: bytes,
   });
   const text = await response.text();
   let json = null;
-  try { json = text ? JSON.parse(text) : null; } catch { json = text; }
+  try { json = JSON.parse(text); } catch { json = text; }
   return { status: response.status, body: json };
 }
 
-// axe-core from web/node_modules (test-only); without it the accessibility checks are skipped.
-let axeSource = null;
-try {
-  const require = createRequire(import.meta.url);
-  axeSource = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
-} catch {
-  axeSource = null;
-}
-
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: CHROMIUM,
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1280, height: 800 },
-  acceptDownloads: true,
-});
-context.setDefaultTimeout(20_000);
-await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: BASE });
-const page = context.pages()[0] ?? await context.newPage();
-page.on('pageerror', (err) => problems.push(`uncaught page error during "${currentStep}": ${err.message}`));
-page.on('console', (msg) => {
-  if (msg.type() !== 'error') return;
-  const text = msg.text();
-  // Chromium logs every non-2xx fetch; expected where a step provokes one on purpose.
-  if (expectHttpErrors && /Failed to load resource: the server responded with a status of 4\d\d/.test(text)) return;
-  if (balanceMissing && /status of 404/.test(text)) return;
-  problems.push(`console error during "${currentStep}": ${text}`);
-});
-
-const main = page.locator('main');
-
-async function screenshot(name) {
-  for (const [label, size] of [['1280', { width: 1280, height: 800 }], ['390', { width: 390, height: 844 }]]) {
-    await page.setViewportSize(size);
-    await page.waitForTimeout(150);
-    if (label === '390') {
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-      if (overflow > 1) {
-        const wide = await page.evaluate(() => [...document.querySelectorAll('body *')]
-          .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1 && el.offsetParent !== null)
-          .slice(0, 6).map((el) => `${el.tagName.toLowerCase()}.${el.className} (${Math.round(el.getBoundingClientRect().width)}px)`));
-        check(false, `${name}: the page scrolls sideways by ${overflow}px at 390px: ${wide.join(', ')}`);
-      }
-    }
-    const file = path.join(ARTIFACTS, `admin-${name}-${label}.png`);
-    await page.screenshot({ path: file, fullPage: false });
-  }
-  await page.setViewportSize({ width: 1280, height: 800 });
-  log(`screenshots admin-${name}-{1280,390}.png`);
-}
-
-/** axe-core on the current page: no violations, or the step fails listing them. */
-async function axe(name) {
-  if (!axeSource) return;
-  await page.evaluate(axeSource);
-  const result = await page.evaluate(async () => {
-    // eslint-disable-next-line no-undef
-    const r = await axe.run(document, { resultTypes: ['violations'] });
-    return r.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | ')}`);
-  });
-  check(result.length === 0, `axe on ${name}:\n  ${result.join('\n  ')}`);
-}
-
-async function visit(hash, heading) {
-  const url = `${BASE}/${hash}`;
-  // The same hash again is no navigation: reload to render the view afresh.
-  if (page.url() === url) await page.reload();
-  else await page.goto(url);
-  await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
-  await page.waitForFunction(() => document.querySelector('main')?.getAttribute('aria-busy') !== 'true');
-}
-
-async function signIn(token) {
-  await page.goto(`${BASE}/`);
-  const input = page.getByLabel('API token');
-  if (await input.isVisible().catch(() => false)) {
-    await input.fill(token);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('navigation', { name: 'Main' }).waitFor();
-  }
-}
-
-async function signOut() {
-  await page.getByRole('button', { name: 'Log out' }).click();
-  await page.getByLabel('API token').waitFor();
-}
+const ANY_4XX = httpStatus('400', '403', '404', '409', '413', '422');
 
 // ---- test data ---------------------------------------------------------------------------------
 /** A cluster of `n` nodes (16 cpu, 64Gi, 110 pods) with 0–3 pods each of varying requests. */
@@ -227,14 +116,58 @@ profiles:
         enabled: [LowNodeUtilization, NoSuchPlugin]
 `;
 
-let exitCode = 0;
-try {
+await scenario('admin', async ({ page, context, newPage }) => {
+  const main = page.locator('main');
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: BASE });
+  /**
+   * Routes this server may lack (404, said as NOT TESTED below): the shell asks for /whoami and
+   * /events, the cluster view for /balance (then falls back). Their 404s are expected then.
+   */
+  let missingRoutes = false;
+  const quiet = (fn) => (missingRoutes ? tolerating(httpStatus('404'), fn) : fn());
+
+  async function screenshot(name) {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.waitForTimeout(150);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    if (overflow > 1) {
+      const wide = await page.evaluate(() => [...document.querySelectorAll('body *')]
+        .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1)
+        .slice(0, 6).map((el) => `${el.tagName.toLowerCase()}.${el.className} (${Math.round(el.getBoundingClientRect().width)}px)`));
+      check(false, `${name}: the page scrolls sideways by ${overflow}px at 390px: ${wide.join(', ')}`);
+    }
+    await screenshotBoth(page, `admin-${name}`);
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }
+  const axe = (label) => axeCheck(page, label);
+
+  async function visit(hash, heading) {
+    const url = `${BASE}/${hash}`;
+    // The same hash again is no navigation: reload to render the view afresh.
+    if (page.url() === url) await page.reload();
+    else await page.goto(url);
+    await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+    await page.waitForFunction(() => document.querySelector('main')?.getAttribute('aria-busy') !== 'true');
+  }
+
+  async function signIn(token, on = page) {
+    await on.goto(`${BASE}/`);
+    await fillSignIn(on, token);
+    await on.getByRole('navigation', { name: 'Main' }).waitFor();
+  }
+
   const whoami = await api('GET', '/whoami');
   const hasWhoami = whoami.status === 200;
   if (!hasWhoami) skip(`GET /api/v1/whoami answered ${whoami.status}: role-aware hiding (ctx.me) cannot be checked`);
-  if (!axeSource) skip('axe-core is not installed in web/node_modules: no accessibility scan');
   const probe = await api('GET', '/clusters/any/balance');
-  balanceMissing = probe.status === 404 && String(probe.body?.message).startsWith('no such endpoint');
+  const balanceMissing = probe.status === 404 && String(probe.body?.message).startsWith('no such endpoint');
+  const events = await fetch(`${BASE}/api/v1/events`, { headers: { Authorization: `Bearer ${TOKEN}` }, signal: AbortSignal.timeout(3000) })
+    .then((r) => { r.body?.cancel(); return r.status; }).catch(() => 0);
+  if (events === 404) skip('GET /api/v1/events answered 404: live refresh of the cluster view is not exercised');
+  missingRoutes = balanceMissing || !hasWhoami || events === 404;
+
+  // Every step below, with those 404s expected when a route is missing.
+  await quiet(async () => {
 
   await step(`push a generated ${NODES}-node cluster`, async () => {
     const started = Date.now();
@@ -253,13 +186,13 @@ try {
     await visit('#/profiles', 'Profiles');
     await page.getByLabel('Profile name').fill(PROFILE);
     await page.getByLabel('DeschedulerPolicy (YAML or JSON)').fill(INVALID_PROFILE);
-    const expected = await api('PUT', `/profiles/${PROFILE}-probe`, { raw: INVALID_PROFILE, body: '', contentType: 'application/yaml' });
+    const expected = await rawApi('PUT', `/profiles/${PROFILE}-probe`, INVALID_PROFILE, 'application/yaml');
     check(expected.status === 422, `the API took the invalid profile: ${expected.status}`);
-    expectHttpErrors = true;
-    await page.getByRole('button', { name: 'Import profile' }).click();
     const list = page.locator('#import-yaml-problems .problems li');
-    await list.first().waitFor();
-    expectHttpErrors = false;
+    await tolerating(ANY_4XX, async () => {
+      await page.getByRole('button', { name: 'Import profile' }).click();
+      await list.first().waitFor();
+    });
     const shown = await list.evaluateAll((lis) => lis.map((li) => li.dataset.field));
     const fields = expected.body.details.errors.map((e) => e.field);
     check(fields.length >= 2, `expected at least two problems, the API gives ${JSON.stringify(fields)}`);
@@ -293,10 +226,10 @@ try {
     const broken = original.replace(/targetThresholds:\n(\s+)cpu: 50/, 'targetThresholds:\n$1cpu: -5');
     check(broken !== original, `could not break the YAML:\n${original}`);
     await editor.fill(broken);
-    expectHttpErrors = true;
-    await page.getByRole('button', { name: 'Save profile' }).click();
-    await page.locator('#profile-yaml-problems .problems li').first().waitFor();
-    expectHttpErrors = false;
+    await tolerating(ANY_4XX, async () => {
+      await page.getByRole('button', { name: 'Save profile' }).click();
+      await page.locator('#profile-yaml-problems .problems li').first().waitFor();
+    });
     const field = await page.locator('#profile-yaml-problems .problems li').first().getAttribute('data-field');
     check(field.includes('targetThresholds'), `the problem is at ${field}`);
     check(await editor.inputValue() === broken, 'the refused text was not kept');
@@ -320,10 +253,10 @@ try {
     await rule.getByLabel('Name', { exact: true }).fill('batch');
     await rule.getByLabel(/^Namespaces/).fill('ns-1, ns-2');
     await rule.getByLabel(/^Pod labels/).fill('bad key!=x');
-    expectHttpErrors = true;
-    await page.getByRole('button', { name: 'Save rules' }).click();
-    await rule.locator('.rule-problems .field-error').first().waitFor();
-    expectHttpErrors = false;
+    await tolerating(ANY_4XX, async () => {
+      await page.getByRole('button', { name: 'Save rules' }).click();
+      await rule.locator('.rule-problems .field-error').first().waitFor();
+    });
     check((await rule.locator('.rule-problems').innerText()).includes('rules[0]'), 'the problem does not name rules[0]');
     await rule.getByLabel(/^Pod labels/).fill('tier=batch');
     await page.getByRole('button', { name: 'Save rules' }).click();
@@ -337,78 +270,78 @@ try {
   });
 
   let balance = null;
-  await step(`the ${NODES}-node heatmap draws on one canvas, against the profile's thresholds`, async () => {
-    const started = Date.now();
-    await page.goto(`${BASE}/#/clusters/${BIG}?profile=${PROFILE}`);
-    const figure = page.locator('figure.heatmap');
-    await figure.waitFor({ timeout: 60_000 });
-    const shownMs = Date.now() - started;
-    const renderMs = Number(await page.locator('.heatmap-holder').getAttribute('data-render-ms'));
-    figures.push(`heatmap of ${NODES} nodes: drawn in ${renderMs.toFixed(1)} ms, on screen ${shownMs} ms after navigation`);
-    log(`heatmap render: ${renderMs.toFixed(1)} ms (canvas), ${shownMs} ms from navigation to the heatmap shown`);
-    check(Number(await figure.getAttribute('data-nodes')) === NODES, 'the heatmap does not hold every node');
-    check(await page.locator('canvas.heatmap-canvas').count() === 1, 'not one canvas');
-    const rows = await page.locator('table.nodes tbody tr').count();
-    check(rows <= 50, `${rows} node rows in the DOM: the table is not paged`);
-    check(shownMs < 15_000, `the heatmap took ${shownMs} ms`);
-    const b = await api('GET', `/clusters/${BIG}/balance?profile=${PROFILE}`);
-    if (b.status !== 200) {
-      skip(`GET /clusters/{name}/balance answered ${b.status}: thresholds and the server's balance summary are not checked (the view falls back to /nodes)`);
-      await page.locator('.notice', { hasText: 'no balance endpoint' }).waitFor();
-      return;
-    }
-    balance = b.body;
-    const t = balance.thresholds.find((x) => x.basis === 'requested') ?? balance.thresholds[0];
-    check(t, `no thresholds for profile ${PROFILE}: ${JSON.stringify(balance.thresholds)}`);
-    check(Number(await figure.getAttribute('data-low')) === t.low.cpu, `heatmap low ${await figure.getAttribute('data-low')}, profile ${t.low.cpu}`);
-    check(Number(await figure.getAttribute('data-high')) === t.high.cpu, `heatmap high ${await figure.getAttribute('data-high')}, profile ${t.high.cpu}`);
-    check((await figure.locator('.heatmap-legend').innerText()).includes(`above ${t.high.cpu}%`), 'the legend does not name the high threshold');
-    // The table's bars draw the same thresholds (not fixed 50/80 %).
-    const meter = page.locator('table.nodes tbody tr').first().locator('meter').first();
-    check(Number(await meter.getAttribute('high')) === t.high.cpu, 'the cpu bar is not coloured by the high threshold');
-    const cpuRow = page.locator('table.balance tbody tr[data-metric="cpu"]');
-    check((await cpuRow.innerText()).includes(`${balance.summary.cpu.mean.toFixed(1)}%`), 'the summary does not show the server\'s mean');
-    const above = await page.locator('#above-title').innerText();
-    check(above.endsWith(`: ${balance.summary.cpu.above}`), `"${above}" does not count ${balance.summary.cpu.above} nodes above`);
-  });
+  await step(`the ${NODES}-node heatmap draws on one canvas, against the profile's thresholds`, async () => quiet(async () => {
+      const started = Date.now();
+      await page.goto(`${BASE}/#/clusters/${BIG}?profile=${PROFILE}`);
+      const figure = page.locator('figure.heatmap');
+      await figure.waitFor({ timeout: 60_000 });
+      const shownMs = Date.now() - started;
+      const renderMs = Number(await page.locator('.heatmap-holder').getAttribute('data-render-ms'));
+      figures.push(`heatmap of ${NODES} nodes: drawn in ${renderMs.toFixed(1)} ms, on screen ${shownMs} ms after navigation`);
+      log(`heatmap render: ${renderMs.toFixed(1)} ms (canvas), ${shownMs} ms from navigation to the heatmap shown`);
+      check(Number(await figure.getAttribute('data-nodes')) === NODES, 'the heatmap does not hold every node');
+      check(await page.locator('canvas.heatmap-canvas').count() === 1, 'not one canvas');
+      const rows = await page.locator('table.nodes tbody tr').count();
+      check(rows <= 50, `${rows} node rows in the DOM: the table is not paged`);
+      check(shownMs < 15_000, `the heatmap took ${shownMs} ms`);
+      const b = await api('GET', `/clusters/${BIG}/balance?profile=${PROFILE}`);
+      if (b.status !== 200) {
+        skip(`GET /clusters/{name}/balance answered ${b.status}: thresholds and the server's balance summary are not checked (the view falls back to /nodes)`);
+        await page.locator('.notice', { hasText: 'no balance endpoint' }).waitFor();
+        return;
+      }
+      balance = b.body;
+      const t = balance.thresholds.find((x) => x.basis === 'requested') ?? balance.thresholds[0];
+      check(t, `no thresholds for profile ${PROFILE}: ${JSON.stringify(balance.thresholds)}`);
+      check(Number(await figure.getAttribute('data-low')) === t.low.cpu, `heatmap low ${await figure.getAttribute('data-low')}, profile ${t.low.cpu}`);
+      check(Number(await figure.getAttribute('data-high')) === t.high.cpu, `heatmap high ${await figure.getAttribute('data-high')}, profile ${t.high.cpu}`);
+      check((await figure.locator('.heatmap-legend').innerText()).includes(`above ${t.high.cpu}%`), 'the legend does not name the high threshold');
+      // The table's bars draw the same thresholds (not fixed 50/80 %).
+      const meter = page.locator('table.nodes tbody tr').first().locator('meter').first();
+      check(Number(await meter.getAttribute('high')) === t.high.cpu, 'the cpu bar is not coloured by the high threshold');
+      const cpuRow = page.locator('table.balance tbody tr[data-metric="cpu"]');
+      check((await cpuRow.innerText()).includes(`${balance.summary.cpu.mean.toFixed(1)}%`), 'the summary does not show the server\'s mean');
+      const above = await page.locator('#above-title').innerText();
+      check(above.endsWith(`: ${balance.summary.cpu.above}`), `"${above}" does not count ${balance.summary.cpu.above} nodes above`);
+  }));
 
-  await step('hover shows a tooltip; a click opens the node; its pods, decisions and pod migrations are linked', async () => {
-    const canvas = page.locator('canvas.heatmap-canvas');
-    await canvas.scrollIntoViewIfNeeded();
-    const box = await canvas.boundingBox();
-    await page.mouse.move(box.x + 3, box.y + 3);
-    const tip = page.locator('.heatmap-tooltip');
-    await tip.waitFor({ state: 'visible' });
-    check((await tip.innerText()).includes('node-00000'), `tooltip: ${await tip.innerText()}`);
-    await page.mouse.click(box.x + 3, box.y + 3);
-    await page.getByRole('heading', { name: 'Node node-00000', level: 3 }).waitFor();
-    const decisions = await page.getByRole('link', { name: 'Decisions for this node' }).getAttribute('href');
-    check(decisions.includes(`cluster=${BIG}`) && decisions.includes('node=node-00000'), `decisions link: ${decisions}`);
-    const migrations = await page.getByRole('link', { name: 'Pod migrations from this node' }).getAttribute('href');
-    check(migrations.includes('node=node-00000'), `pod migrations link: ${migrations}`);
-    await screenshot('cluster-heatmap');
-    await axe('cluster heatmap');
-    // Keyboard: focus the canvas, move right, open with Enter.
-    await canvas.focus();
-    await page.keyboard.press('ArrowRight');
-    await page.keyboard.press('Enter');
-    await page.getByRole('heading', { name: 'Node node-00001', level: 3 }).waitFor();
-    await page.getByRole('link', { name: 'Pods on this node' }).click();
-    await page.getByRole('heading', { name: 'Node node-00001', level: 1 }).waitFor();
-    await page.locator('main table tbody tr').first().waitFor();
-    check(await page.locator('main table tbody tr').count() === 1, 'node-00001 should list its one pod');
-    await axe('node');
-    await screenshot('node');
-  });
+  await step('hover shows a tooltip; a click opens the node; its pods, decisions and pod migrations are linked', async () => quiet(async () => {
+      const canvas = page.locator('canvas.heatmap-canvas');
+      await canvas.scrollIntoViewIfNeeded();
+      const box = await canvas.boundingBox();
+      await page.mouse.move(box.x + 3, box.y + 3);
+      const tip = page.locator('.heatmap-tooltip');
+      await tip.waitFor({ state: 'visible' });
+      check((await tip.innerText()).includes('node-00000'), `tooltip: ${await tip.innerText()}`);
+      await page.mouse.click(box.x + 3, box.y + 3);
+      await page.getByRole('heading', { name: 'Node node-00000', level: 3 }).waitFor();
+      const decisions = await page.getByRole('link', { name: 'Decisions for this node' }).getAttribute('href');
+      check(decisions.includes(`cluster=${BIG}`) && decisions.includes('node=node-00000'), `decisions link: ${decisions}`);
+      const migrations = await page.getByRole('link', { name: 'Pod migrations from this node' }).getAttribute('href');
+      check(migrations.includes('node=node-00000'), `pod migrations link: ${migrations}`);
+      await screenshot('cluster-heatmap');
+      await axe('cluster heatmap');
+      // Keyboard: focus the canvas, move right, open with Enter.
+      await canvas.focus();
+      await page.keyboard.press('ArrowRight');
+      await page.keyboard.press('Enter');
+      await page.getByRole('heading', { name: 'Node node-00001', level: 3 }).waitFor();
+      await page.getByRole('link', { name: 'Pods on this node' }).click();
+      await page.getByRole('heading', { name: 'Node node-00001', level: 1 }).waitFor();
+      await page.locator('main table tbody tr').first().waitFor();
+      check(await page.locator('main table tbody tr').count() === 1, 'node-00001 should list its one pod');
+      await axe('node');
+      await screenshot('node');
+  }));
 
-  await step('measured usage: nodes without a measurement are said so', async () => {
-    await page.goto(`${BASE}/#/clusters/${BIG}?profile=${PROFILE}&basis=usage`);
-    await page.locator('figure.heatmap').waitFor({ timeout: 60_000 });
-    await page.getByText(/report no measured usage/).waitFor();
-    check(await page.getByRole('radio', { name: 'Measured usage' }).isChecked(), 'the measured-usage toggle is not on');
-    await page.getByRole('radio', { name: 'Requested' }).check();
-    await page.waitForURL((url) => !url.hash.includes('basis=usage'));
-  });
+  await step('measured usage: nodes without a measurement are said so', async () => quiet(async () => {
+      await page.goto(`${BASE}/#/clusters/${BIG}?profile=${PROFILE}&basis=usage`);
+      await page.locator('figure.heatmap').waitFor({ timeout: 60_000 });
+      await page.getByText(/report no measured usage/).waitFor();
+      check(await page.getByRole('radio', { name: 'Measured usage' }).isChecked(), 'the measured-usage toggle is not on');
+      await page.getByRole('radio', { name: 'Requested' }).check();
+      await page.waitForURL((url) => !url.hash.includes('basis=usage'));
+  }));
 
   await step('policies: arguments and defaults; a bad .wasm is refused with the server\'s message verbatim', async () => {
     await visit('#/policies', 'Policies');
@@ -418,14 +351,14 @@ try {
     await args.waitFor();
     check((await args.innerText()).includes('thresholds'), 'the args table lacks thresholds');
     const bytes = Buffer.from('this is not a WebAssembly module');
-    const direct = await api('POST', '/policies', { raw: bytes, body: '', contentType: 'application/wasm' });
+    const direct = await rawApi('POST', '/policies', bytes, 'application/wasm');
     check(direct.status >= 400, `the API took a bad module: ${direct.status}`);
-    expectHttpErrors = true;
-    await page.getByLabel('WebAssembly component (.wasm)').setInputFiles({ name: 'bad.wasm', mimeType: 'application/wasm', buffer: bytes });
-    await page.getByRole('button', { name: 'Upload policy' }).click();
     const alert = page.locator('#upload-result [role="alert"]');
-    await alert.waitFor();
-    expectHttpErrors = false;
+    await tolerating(ANY_4XX, async () => {
+      await page.getByLabel('WebAssembly component (.wasm)').setInputFiles({ name: 'bad.wasm', mimeType: 'application/wasm', buffer: bytes });
+      await page.getByRole('button', { name: 'Upload policy' }).click();
+      await alert.waitFor();
+    });
     const message = (await alert.locator('.error-message').innerText()).trim();
     check(message === direct.body.message.trim(), `shown "${message}", the server says "${direct.body.message}"`);
     check((await alert.innerText()).includes(direct.body.code), 'the error code is not shown');
@@ -475,10 +408,10 @@ try {
     try {
       await visit('#/admin/arbitration', 'Arbitration');
       await page.locator('#global--evictBurst').fill('0');
-      expectHttpErrors = true;
-      await page.locator('#global--evictBurst').press('Enter');
-      await page.locator('#global--evictBurst-error', { hasText: 'evictBurst' }).waitFor();
-      expectHttpErrors = false;
+      await tolerating(ANY_4XX, async () => {
+        await page.locator('#global--evictBurst').press('Enter');
+        await page.locator('#global--evictBurst-error', { hasText: 'evictBurst' }).waitFor();
+      });
       await page.locator('#global--evictBurst').fill('3');
       await page.locator('#global--evictQPS').fill('4.5');
       await page.locator('#global--evictQPS').press('Enter');
@@ -508,10 +441,10 @@ try {
     const r = await api('GET', '/retention');
     if (r.status !== 200) {
       skip(`GET /api/v1/retention answered ${r.status}: the retention page only explains it is missing`);
-      expectHttpErrors = true;
-      await visit('#/admin/retention', 'Retention');
-      await page.getByText('This server has no GET /api/v1/retention').waitFor();
-      expectHttpErrors = false;
+      await tolerating(ANY_4XX, async () => {
+        await visit('#/admin/retention', 'Retention');
+        await page.getByText('This server has no GET /api/v1/retention').waitFor();
+      });
       await screenshot('retention');
       return;
     }
@@ -602,51 +535,39 @@ try {
     await screenshot('clusters');
   });
 
-  await step('a viewer sees no administration actions', async () => {
+  await step('a viewer sees no administration actions, and is told why', async () => {
     if (!hasWhoami) {
       skip('the viewer\'s view of administration (needs GET /whoami for ctx.me)');
       return;
     }
-    await signOut();
-    await signIn(viewerToken);
-    const forbidden = /^(Upload policy|Import profile|Save profile|Delete profile|Save rules|Add a rule|Create schedule|Save|Create token|Revoke|Delete|Pause|Edit)/;
+    const viewer = await newPage();
+    await signIn(viewerToken, viewer);
+    const forbidden = /^(Upload policy|Import profile|Save profile|Delete profile|Save rules|Add a rule|Create schedule|Save|Create token|Revoke|Delete|Pause|Edit|Follow the global)/;
     for (const [hash, heading] of [
       ['#/policies', 'Policies'], ['#/profiles', 'Profiles'], [`#/profiles/${PROFILE}`, `Profile ${PROFILE}`],
-      ['#/admin/schedules', 'Schedules'], ['#/admin/arbitration', 'Arbitration'], ['#/admin/tokens', 'API tokens'], ['#/admin', 'Administration'],
+      ['#/admin/schedules', 'Schedules'], ['#/admin/arbitration', 'Arbitration'], ['#/admin/retention', 'Retention'],
+      ['#/admin/tokens', 'API tokens'], ['#/admin', 'Administration'],
     ]) {
-      await visit(hash, heading);
-      const buttons = (await main.getByRole('button').allInnerTexts()).filter((t) => forbidden.test(t.trim()));
+      await tolerating(httpStatus('404'), async () => {
+        await viewer.goto(`${BASE}/${hash}`);
+        await viewer.getByRole('heading', { name: heading, level: 1 }).waitFor();
+        await viewer.waitForFunction(() => document.querySelector('main')?.getAttribute('aria-busy') !== 'true');
+      });
+      const buttons = (await viewer.locator('main').getByRole('button').allInnerTexts()).filter((t) => forbidden.test(t.trim()));
       check(buttons.length === 0, `${hash}: a viewer is offered ${buttons.join(', ')}`);
-      if (hash !== '#/admin') {
-        await page.locator('.role-note').first().waitFor();
-        check((await page.locator('.role-note').first().innerText()).includes('viewer'), `${hash}: the reason does not name the role`);
+      check(await viewer.locator('main input[type="file"], main textarea:not([readonly])').count() === 0, `${hash}: a viewer is offered an editor`);
+      if (hash !== '#/admin' && !(hash === '#/admin/retention' && notTested.some((n) => n.includes('retention')))) {
+        const note = viewer.locator('.role-note').first();
+        await note.waitFor();
+        check((await note.innerText()).includes('viewer'), `${hash}: the reason does not name the role`);
       }
-      await axe(`${hash} as a viewer`);
+      await axeCheck(viewer, `${hash} as a viewer`);
     }
-    await screenshot('viewer-profile');
-    await signOut();
-    await signIn(TOKEN);
+    await screenshotBoth(viewer, 'admin-viewer-profile');
+    await viewer.close();
   });
 
-  await step('no page errors and no unexpected console errors', async () => {
-    check(problems.length === 0, problems.join('\n'));
   });
-} catch (err) {
-  exitCode = 1;
-  console.error(`[admin-test] FAILED at step "${currentStep}": ${err?.stack ?? err}`);
-  if (problems.length) console.error(`[admin-test] also seen:\n${problems.join('\n')}`);
-  console.error(`[admin-test] page URL: ${page.url()}`);
-  try {
-    console.error(`[admin-test] page text:\n${(await main.innerText({ timeout: 2000 })).slice(0, 3000)}`);
-    await page.screenshot({ path: path.join(ARTIFACTS, 'admin-failure.png'), fullPage: true });
-  } catch (e) {
-    console.error(`[admin-test] could not capture the page: ${e.message}`);
-  }
-} finally {
-  await context.close();
-  fs.rmSync(userDataDir, { recursive: true, force: true });
-}
-for (const f of figures) log(`figure: ${f}`);
-for (const n of notTested) log(`not tested: ${n}`);
-log(`screenshots in ${ARTIFACTS}`);
-process.exit(exitCode);
+  for (const f of figures) log(`figure: ${f}`);
+  for (const n of notTested) log(`not tested: ${n}`);
+});

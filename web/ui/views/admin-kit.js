@@ -10,6 +10,7 @@
 
 import { ApiError, getToken } from '../api.js';
 import { h } from '../dom.js';
+import { allowed as mayDo } from '../session.js';
 
 /** Ability (a key of whoami's `can`) and the roles that have it, per kind of action. */
 const NEEDS = {
@@ -19,9 +20,7 @@ const NEEDS = {
 
 /** Whether the session may take an action of `kind` (`admin`, `run`); true when unknown. */
 export function allowed(ctx, kind) {
-  const can = ctx.me?.can;
-  if (!can) return true;
-  return Boolean(can[NEEDS[kind].ability]);
+  return mayDo(ctx.me, NEEDS[kind].ability);
 }
 
 /** Why an action is withheld, naming the token, its role and the role needed. */

@@ -137,7 +137,7 @@ function yamlEditor({ id, label, value = '', help, submitText, save, extra }) {
     if (line < 0) return null;
     return h('button', {
       type: 'button', class: 'small secondary', text: `Show line ${line + 1}`,
-      'aria-label': `Show ${field} (line ${line + 1}) in the editor`,
+      'aria-label': `Show line ${line + 1}: ${field}`,
       onclick: () => showLine(textarea, line),
     });
   };
@@ -276,8 +276,8 @@ function ruleFieldset(rule, index, readOnly) {
         h('textarea', { id: id('expressions'), name: 'expressions', rows: 2, class: 'code-editor', readonly: readOnly || null, text: exprs ? JSON.stringify(exprs) : '' }))),
     h('div', { class: 'rule-problems', 'aria-live': 'polite' }),
     readOnly ? null : h('div', { class: 'actions' },
-      h('button', { type: 'button', class: 'small secondary', dataset: { act: 'up' }, text: 'Move up', 'aria-label': `Move rule ${index + 1} up` }),
-      h('button', { type: 'button', class: 'small secondary', dataset: { act: 'down' }, text: 'Move down', 'aria-label': `Move rule ${index + 1} down` }),
+      h('button', { type: 'button', class: 'small secondary', dataset: { act: 'up' }, text: 'Move up', 'aria-label': `Move up: rule ${index + 1}` }),
+      h('button', { type: 'button', class: 'small secondary', dataset: { act: 'down' }, text: 'Move down', 'aria-label': `Move down: rule ${index + 1}` }),
       h('button', { type: 'button', class: 'small danger', dataset: { act: 'remove' }, text: 'Remove', 'aria-label': `Remove rule ${index + 1}` })));
 }
 
