@@ -182,7 +182,11 @@ pub async fn spawn_with_backend(
         metrics: metrics.clone(),
         settings: settings.retention,
     };
+    // Set when serving stops: connections finish their request, and the event streams (which
+    // never finish by themselves) end.
+    let (stop_serving, serving_stopped) = watch::channel(false);
     let state = AppState {
+        closing: serving_stopped.clone(),
         managed,
         settings: settings.clone(),
         ready: core.ready.clone(),
@@ -222,6 +226,7 @@ pub async fn spawn_with_backend(
             pruning,
         },
         (listener, tls),
+        (stop_serving, serving_stopped),
         shutdown_rx,
     ));
     Ok(Server {
@@ -321,6 +326,7 @@ async fn supervise(
     router: axum::Router,
     tasks: Tasks,
     (listener, tls): (tokio::net::TcpListener, Option<tokio_rustls::TlsAcceptor>),
+    (stop_serving, stop_rx): (watch::Sender<bool>, watch::Receiver<bool>),
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let Tasks {
@@ -328,7 +334,6 @@ async fn supervise(
         pod_migrations,
         pruning,
     } = tasks;
-    let (stop_serving, stop_rx) = watch::channel(false);
     let timeouts = crate::http::serve::ReadTimeouts {
         head: core.settings.header_read_timeout,
         body_idle: core.settings.body_idle_timeout,

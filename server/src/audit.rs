@@ -32,6 +32,7 @@ pub mod action {
     pub const PROFILE_AUTO_APPROVE: &str = "profile.auto-approve";
     pub const ARBITRATION_PUT: &str = "arbitration.put";
     pub const ARBITRATION_DELETE: &str = "arbitration.delete";
+    pub const RETENTION_PUT: &str = "retention.put";
 
     /// Every action the API records (docs/api.md lists them; a test compares).
     pub const ALL: &[&str] = &[
@@ -53,6 +54,7 @@ pub mod action {
         POD_MIGRATION_ABORT,
         ARBITRATION_PUT,
         ARBITRATION_DELETE,
+        RETENTION_PUT,
     ];
 }
 
@@ -66,6 +68,7 @@ pub mod kind {
     pub const SCHEDULE: &str = "schedule";
     pub const DECISION: &str = "decision";
     pub const POD_MIGRATION: &str = "pod-migration";
+    pub const RETENTION: &str = "retention";
 }
 
 /// Append an audit entry: `actor` did `action` to the object `object_kind`/`object_id`, with

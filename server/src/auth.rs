@@ -21,13 +21,18 @@ pub const ENV_TOKEN_NAME: &str = "env:REBALANCER_ADMIN_TOKEN";
 /// Name of the admin token generated at the first start.
 pub const BOOTSTRAP_TOKEN_NAME: &str = "bootstrap:admin";
 
-/// Who is calling: the token's id, name and role.
+/// Who is calling: the token's id, name, role and expiry, and the clusters it may see.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
     /// `None` for the server itself (scheduled runs).
     pub id: Option<i64>,
     pub name: String,
     pub role: Role,
+    /// When the token stops working (ms since the epoch); `None`: never.
+    pub expires_at: Option<i64>,
+    /// The clusters this principal may see; `None`: every cluster. Tokens are not scoped to
+    /// clusters yet, so every token's is `None`; the event stream already filters by it.
+    pub clusters: Option<Vec<String>>,
 }
 
 impl Principal {
@@ -37,7 +42,16 @@ impl Principal {
             id: None,
             name: name.to_string(),
             role: Role::Admin,
+            expires_at: None,
+            clusters: None,
         }
+    }
+
+    /// May this principal see what happens in `cluster`?
+    pub fn sees(&self, cluster: &str) -> bool {
+        self.clusters
+            .as_ref()
+            .is_none_or(|clusters| clusters.iter().any(|c| c == cluster))
     }
 
     /// May this principal call what needs `needed` ([`Role::grants`])?
@@ -52,6 +66,8 @@ impl From<TokenRecord> for Principal {
             id: Some(token.id),
             name: token.name,
             role: token.role,
+            expires_at: token.expires_at,
+            clusters: None,
         }
     }
 }

@@ -519,7 +519,7 @@ pub const DEFAULT_RETAIN_AUDIT: &str = "365d";
 /// Default of `--prune-interval`.
 pub const DEFAULT_PRUNE_INTERVAL: &str = "10m";
 /// The shortest `--retain-audit`: the schema keeps audit entries younger than a day.
-const MIN_RETAIN_AUDIT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+pub const MIN_RETAIN_AUDIT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// How long history is kept (`None`: forever), and how often it is pruned: the `--retain-*`
 /// flags and `--prune-interval`.
@@ -611,7 +611,10 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
 pub const DEFAULT_BODY_IDLE_TIMEOUT: &str = "30s";
 
 /// A positive Go duration (`10s`, `500ms`) of a flag.
-fn positive_duration(flag: &'static str, text: &str) -> Result<std::time::Duration, ConfigError> {
+pub fn positive_duration(
+    flag: &'static str,
+    text: &str,
+) -> Result<std::time::Duration, ConfigError> {
     let nanos =
         rebalancer_policy_sdk::evictor::parse_go_duration(text).map_err(|m| ConfigError {
             flag,

@@ -6,7 +6,9 @@
 //! backend; the answer to "may this server act on cluster X now" (the scheduler and the
 //! executor ask), and why not (the Lease, its holder, why it cannot be taken); whether a
 //! cluster is still on its first sync (`/readyz`, runs); and what the API shows of a managed
-//! cluster (API server, connection, lease, warnings), from the first second, synced or not.
+//! cluster (API server, connection, lease, warnings), from the first second, synced or not;
+//! and announcing each connection change on the change feed (a `cluster` event, checked every
+//! second: the connection lives in this process, not in a database transaction).
 //! Must not: hold SQL, build HTTP responses, or touch credentials beyond handing the source to
 //! `rebalancer_kube::connect`.
 
@@ -35,6 +37,54 @@ pub struct ManagedCluster {
 #[derive(Clone, Default)]
 pub struct Managed {
     clusters: Arc<BTreeMap<String, ManagedCluster>>,
+    /// Stops announcing connection changes.
+    announcing: tokio_util::sync::CancellationToken,
+}
+
+/// How often connection states are compared with the last announced ones.
+const ANNOUNCE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Append a `cluster` event (`{name, connection, message}`) whenever a managed cluster's
+/// connection state or its reason changes, until `stop`.
+async fn announce_connections(
+    clusters: Arc<BTreeMap<String, ManagedCluster>>,
+    store: rebalancer_store::Store,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut announced: BTreeMap<String, (rebalancer_kube::ConnectionState, Option<String>)> =
+        BTreeMap::new();
+    let mut tick = tokio::time::interval(ANNOUNCE_EVERY);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        for (name, c) in clusters.iter() {
+            let status = c.live.status();
+            let now = (status.state, status.message.clone());
+            if announced.get(name) == Some(&now) {
+                continue;
+            }
+            let data = serde_json::json!({
+                "name": name,
+                "connection": state_name(status.state),
+                "message": status.message,
+            });
+            match store
+                .append_event(rebalancer_store::EventKind::Cluster, Some(name), &data)
+                .await
+            {
+                Ok(_) => {
+                    announced.insert(name.clone(), now);
+                }
+                Err(e) => tracing::warn!(
+                    cluster = %name,
+                    error = %e,
+                    "could not announce a connection change; trying again in a second"
+                ),
+            }
+        }
+    }
 }
 
 /// What the API shows of a managed cluster.
@@ -92,8 +142,18 @@ impl Managed {
                 },
             );
         }
+        let clusters = Arc::new(clusters);
+        let announcing = tokio_util::sync::CancellationToken::new();
+        if !clusters.is_empty() {
+            tokio::spawn(announce_connections(
+                clusters.clone(),
+                ingest.store.clone(),
+                announcing.clone(),
+            ));
+        }
         Ok(Managed {
-            clusters: Arc::new(clusters),
+            clusters,
+            announcing,
         })
     }
 
@@ -220,6 +280,7 @@ impl Managed {
 
     /// Stop syncing and competing, and release the Leases held (shutdown).
     pub async fn stop(&self) {
+        self.announcing.cancel();
         for c in self.clusters.values() {
             c.live.stop();
             c.leadership.release().await;
@@ -229,13 +290,18 @@ impl Managed {
 
 /// A connection state in words: `connecting: listing pods`, `disconnected: …`, `synced`.
 fn describe_state(status: &SyncStatus) -> String {
-    let state = match status.state {
-        rebalancer_kube::ConnectionState::Connecting => "connecting",
-        rebalancer_kube::ConnectionState::Synced => "synced",
-        rebalancer_kube::ConnectionState::Disconnected => "disconnected",
-    };
+    let state = state_name(status.state);
     match &status.message {
         Some(m) => format!("{state}: {m}"),
         None => state.to_owned(),
+    }
+}
+
+/// A connection state's name, as the API writes it.
+fn state_name(state: rebalancer_kube::ConnectionState) -> &'static str {
+    match state {
+        rebalancer_kube::ConnectionState::Connecting => "connecting",
+        rebalancer_kube::ConnectionState::Synced => "synced",
+        rebalancer_kube::ConnectionState::Disconnected => "disconnected",
     }
 }

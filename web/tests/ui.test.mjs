@@ -4,7 +4,8 @@
 // token, log out, and the 401 of a bad token.
 
 import {
-  BASE, TOKEN, api, check, httpStatus, scenario, screenshot as shoot, signIn as signInOn, step, tolerating,
+  BASE, DESKTOP, PHONE, TOKEN, api, axe, check, httpStatus, scenario, screenshot as shoot, screenshotBoth,
+  signIn as signInOn, step, tolerating,
 } from './harness.mjs';
 
 await scenario('ui', async ({ page }) => {
@@ -99,8 +100,9 @@ let approvedId = null;
     await decisionRow(first).getByRole('button', { name: /^Approve decision/ }).click();
     const approveDialog = page.getByRole('dialog', { name: `Approve decision #${first}` });
     await approveDialog.waitFor();
-    await approveDialog.getByRole('button', { name: 'Approve' }).click();
-    await page.getByText(`Decision #${first}`, { exact: false }).first().waitFor();
+    await approveDialog.getByText('1 decision(s) will be approved').waitFor();
+    await approveDialog.getByRole('button', { name: 'Approve 1' }).click();
+    await page.locator('[aria-live] p.ok', { hasText: `Decision #${first}` }).first().waitFor();
     await decisionRow(first).locator('.badge:not(.badge-proposed)').waitFor();
     const afterApprove = (await decisionRow(first).locator('.badge').innerText()).trim();
     check(afterApprove !== 'proposed', 'the approved decision still shows proposed');
@@ -113,7 +115,7 @@ let approvedId = null;
     const rejectDialog = page.getByRole('dialog', { name: `Reject decision #${second}` });
     await rejectDialog.waitFor();
     await rejectDialog.getByLabel(/Comment/).fill('keep it: this node is being drained by hand');
-    await rejectDialog.getByRole('button', { name: 'Reject' }).click();
+    await rejectDialog.getByRole('button', { name: 'Reject 1' }).click();
     await decisionRow(second).locator('.badge-rejected').waitFor();
     check((await api('GET', `/decisions/${second}`)).body.status === 'rejected', `decision ${second} is not rejected on the server`);
     decided.rejected = second;
@@ -127,6 +129,9 @@ let approvedId = null;
     for (const id of ids) await decisionRow(id).getByRole('checkbox').check();
     const bulk = page.getByRole('button', { name: 'Approve selected (2)' });
     await bulk.click();
+    const dialog = page.getByRole('dialog', { name: 'Approve 2 selected decisions' });
+    await dialog.getByText('2 decision(s) will be approved').waitFor();
+    await dialog.getByRole('button', { name: 'Approve 2' }).click();
     for (const id of ids) {
       await decisionRow(id).locator('.badge:not(.badge-proposed)').waitFor();
       const status = (await api('GET', `/decisions/${id}`)).body.status;
@@ -178,7 +183,7 @@ let approvedId = null;
       await row.waitFor();
       const id = Number(await row.getAttribute('data-id'));
       await row.getByRole('button', { name: /^Approve decision/ }).click();
-      await page.getByRole('dialog', { name: `Approve decision #${id}` }).getByRole('button', { name: 'Approve' }).click();
+      await page.getByRole('dialog', { name: `Approve decision #${id}` }).getByRole('button', { name: 'Approve 1' }).click();
       await decisionRow(id).locator('.badge:not(.badge-proposed)').waitFor();
       await page.goto(`${BASE}/#/pod-migrations?decision=${id}`);
       await page.locator('main table tbody tr a').first().click();
@@ -213,25 +218,80 @@ let approvedId = null;
     check(await page.locator('table.decisions tbody button').count() === 0, 'a dry run\'s decision offers approve/reject');
   });
 
-  await step('a viewer token gets the 403 explanation when approving', async () => {
-    const created = await api('POST', '/tokens', { body: { name: `ui-viewer-${Date.now()}`, role: 'viewer' } });
+  await step('every view of the queue and pod migrations: axe-core, nothing clipped at 1280, cards at 390', async () => {
+    const migration = (await api('GET', `/pod-migrations?decision=${approvedId}`)).body.items[0];
+    const views = [
+      ['runs', '#/runs', 'table.runs tbody tr'],
+      ['run', `#/runs/${runId}`, 'main .whatif, main section .error'],
+      ['decisions', `#/decisions?run=${runId}`, 'table.decisions tbody tr'],
+      ['decision', `#/decisions/${approvedId}`, 'table.history tbody tr'],
+      ['pod-migrations', '#/pod-migrations', 'table.migrations tbody tr'],
+      ['pod-migration', `#/pod-migrations/${migration.id}`, 'ol.timeline li'],
+    ];
+    for (const [name, hash, ready] of views) {
+      await page.setViewportSize(DESKTOP);
+      await page.goto(`${BASE}/${hash}`);
+      await page.locator(ready).first().waitFor({ timeout: 30_000 });
+      await axe(page, `${name} at 1280`);
+      const clipped = await page.evaluate(() => {
+        const width = document.documentElement.clientWidth;
+        const out = [...document.querySelectorAll('main *')].filter((el) => {
+          const box = el.getBoundingClientRect();
+          return box.width > 0 && box.right > width + 1 && !el.closest('.table-wrap');
+        });
+        const wraps = [...document.querySelectorAll('main .table-wrap')].filter((w) => w.scrollWidth > w.clientWidth + 1);
+        return [...out.slice(0, 3).map((el) => `${el.tagName.toLowerCase()}.${el.className}`), ...wraps.map((w) => `a table wider than its box (${w.scrollWidth} > ${w.clientWidth})`)];
+      });
+      check(clipped.length === 0, `${name} at 1280 px: clipped or scrolling sideways: ${clipped.join(', ')}`);
+      await page.setViewportSize(PHONE);
+      await axe(page, `${name} at 390`);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      check(overflow <= 0, `${name} scrolls sideways by ${overflow}px at 390 px`);
+      const tables = await page.locator('main table.cards thead').evaluateAll((heads) => heads.map((t) => getComputedStyle(t).position));
+      check(tables.every((p) => p === 'absolute'), `${name}: a table is not shown as cards at 390 px`);
+      await screenshotBoth(page, `view-${name}`);
+    }
+    await page.setViewportSize(DESKTOP);
+  });
+
+  await step('the queue header row sticks while the rows scroll', async () => {
+    await page.goto(`${BASE}/#/decisions`);
+    await page.locator('table.decisions tbody tr').nth(20).waitFor();
+    const stuck = await page.evaluate(() => {
+      const wrap = document.querySelector('table.decisions').closest('.table-wrap');
+      wrap.scrollIntoView();
+      wrap.scrollTop = 600;
+      const th = document.querySelector('table.decisions thead th').getBoundingClientRect();
+      return { header: th.top, wrap: wrap.getBoundingClientRect().top, scrolled: wrap.scrollTop };
+    });
+    check(stuck.scrolled > 0, 'the table box does not scroll');
+    check(Math.abs(stuck.header - stuck.wrap) <= 2, `the header row is at ${stuck.header}, its box at ${stuck.wrap}: it does not stick`);
+  });
+
+  await step('a viewer sees who they are, the reasons, and no approve or reject', async () => {
+    const name = `ui-viewer-${Date.now()}`;
+    const created = await api('POST', '/tokens', { body: { name, role: 'viewer' } });
     check(created.status === 201, `creating a viewer token answered ${created.status}: ${JSON.stringify(created.body)}`);
     await page.getByRole('button', { name: 'Log out' }).click();
     await signIn(created.body.token);
-    // Signing in returns to the page the session was on.
     await page.getByRole('button', { name: 'Log out' }).waitFor();
-    await page.getByRole('navigation', { name: 'Main' }).waitFor();
+    const who = page.locator('#who');
+    await who.getByText(name).waitFor();
+    check((await who.innerText()).includes('viewer'), `the header does not name the role: ${await who.innerText()}`);
     await page.goto(`${BASE}/#/decisions?run=${runId}&status=proposed`);
     const row = page.locator('table.decisions tbody tr').first();
     await row.waitFor();
-    await tolerating(httpStatus(403), async () => {
-      await row.getByRole('button', { name: /^Approve decision/ }).click();
-      await page.getByRole('dialog').getByRole('button', { name: 'Approve' }).click();
-      const alert = page.getByRole('alert').filter({ hasText: 'Not allowed for your role (403)' });
-      await alert.waitFor();
-      check((await alert.innerText()).includes('approver'), 'the 403 message does not name the role needed');
-    });
-    await screenshot('forbidden');
+    check(await page.locator('table.decisions tbody button').count() === 0, 'a viewer is offered approve/reject buttons');
+    check(await page.locator('table.decisions tbody input[type="checkbox"]').count() === 0, 'a viewer is offered selection');
+    check(await page.getByRole('button', { name: /Approve selected/ }).count() === 0, 'a viewer is offered bulk approve');
+    const notice = page.locator('.role-notice');
+    await notice.waitFor();
+    check(/viewer role.*approver or admin/.test(await notice.innerText()), `the notice does not say why: ${await notice.innerText()}`);
+    check((await row.locator('td.reason').innerText()).length > 5, 'the decision reason is not shown to a viewer');
+    await page.goto(`${BASE}/#/runs`);
+    await page.locator('.role-notice', { hasText: 'start runs' }).waitFor();
+    check(await page.getByRole('button', { name: 'Start run' }).count() === 0, 'a viewer is offered Start run');
+    await screenshot('viewer-decisions');
   });
 
   await step('the layout works at 800 px', async () => {

@@ -132,7 +132,7 @@ export function createLive({ indicator, onUnauthorized = () => {} } = {}) {
   };
 
   const setState = (next, why = '') => {
-    if (next !== 'live' && state === 'live' && !staleSince) staleSince = new Date();
+    if ((next === 'reconnecting' || next === 'unavailable') && !staleSince) staleSince = new Date();
     if (next === 'live') staleSince = null;
     state = next;
     detail = why;
@@ -187,11 +187,12 @@ export function createLive({ indicator, onUnauthorized = () => {} } = {}) {
       return;
     }
     const resumed = lastEventId !== null;
-    const gap = everConnected;
+    // Views loaded their data before this connection: after a cut or failed attempts, with
+    // nothing to resume from, events may have been missed, so they refetch.
+    const gap = everConnected || attempt > 0;
     everConnected = true;
     attempt = 0;
     setState('live');
-    // After a cut with nothing to resume from, events may have been missed: refetch.
     if (gap && !resumed) resetAll('reconnected');
     armWatchdog();
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();

@@ -94,7 +94,8 @@ fn roles_of(needed: Role, quote: &str) -> String {
 /// list); approvers also approve and reject decisions and abort pod migrations; operators
 /// (not approvers: a CI job must not approve what its runs propose) also push snapshots, start
 /// runs and manage schedules; admins do everything, including tokens, policies, profiles,
-/// auto-approve rules, arbitration and deleting clusters ([`Role::grants`]). The OpenAPI
+/// auto-approve rules, arbitration, retention and deleting clusters ([`Role::grants`]).
+/// `http::whoami` derives what a token may do from rows of this table. The OpenAPI
 /// document and this table must list the same operations (a test walks the document against
 /// it).
 pub const ROUTE_ACCESS: &[RouteAccess] = &[
@@ -142,6 +143,10 @@ pub const ROUTE_ACCESS: &[RouteAccess] = &[
     row(Method::POST, "/api/v1/tokens", ADMIN),
     row(Method::DELETE, "/api/v1/tokens/{id}", ADMIN),
     row(Method::GET, "/api/v1/audit", VIEWER),
+    row(Method::GET, "/api/v1/whoami", VIEWER),
+    row(Method::GET, "/api/v1/events", VIEWER),
+    row(Method::GET, "/api/v1/retention", VIEWER),
+    row(Method::PUT, "/api/v1/retention", ADMIN),
 ];
 
 /// The table's row for a method and route template (`HEAD` is asked as `GET`), if any.

@@ -22,6 +22,7 @@ pub mod cors;
 pub mod decisions;
 pub mod docs;
 pub mod error;
+pub mod events;
 pub mod extract;
 pub mod health;
 pub mod metrics;
@@ -30,6 +31,7 @@ pub mod pod_migrations;
 pub mod policies;
 pub mod profiles;
 pub mod pushes;
+pub mod retention;
 pub mod runs;
 pub mod schedules;
 pub mod serve;
@@ -37,6 +39,7 @@ pub mod state;
 pub mod tls;
 pub mod tokens;
 pub mod ui;
+pub mod whoami;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -72,7 +75,13 @@ pub const DOCS_PATH: &str = "/docs";
                        have the shape {\"code\", \"message\", \"details\"}."
     ),
     modifiers(&BearerAuth),
-    components(schemas(ErrorBody)),
+    components(schemas(
+        ErrorBody,
+        events::RunEventData,
+        events::DecisionsEventData,
+        events::MigrationEventData,
+        events::ClusterEventData
+    )),
     tags(
         (name = "health", description = "Liveness and readiness"),
         (name = "clusters", description = "Cluster state: snapshot push, nodes with utilization, pods"),
@@ -84,6 +93,8 @@ pub const DOCS_PATH: &str = "/docs";
         (name = "schedules", description = "Runs started periodically or after cluster changes"),
         (name = "tokens", description = "API tokens and their roles (admin)"),
         (name = "audit", description = "Who did what to which object, when (append-only)"),
+        (name = "events", description = "Live changes (server-sent events): runs, decisions, pod migrations, clusters"),
+        (name = "retention", description = "How long history is kept, and what the last pruning pass did"),
     )
 )]
 struct ApiDoc;
@@ -184,6 +195,12 @@ fn api_routes(body_limit: usize) -> OpenApiRouter<AppState> {
         ))
         .routes(utoipa_axum::routes!(tokens::delete_token))
         .routes(utoipa_axum::routes!(audit::list_audit))
+        .routes(utoipa_axum::routes!(whoami::whoami))
+        .routes(utoipa_axum::routes!(events::events))
+        .routes(utoipa_axum::routes!(
+            retention::get_retention,
+            retention::put_retention
+        ))
         .layer(DefaultBodyLimit::max(body_limit));
     snapshot.merge(rest)
 }
@@ -354,12 +371,15 @@ mod tests {
             "/api/v1/tokens",
             "/api/v1/tokens/{id}",
             "/api/v1/audit",
+            "/api/v1/whoami",
+            "/api/v1/events",
+            "/api/v1/retention",
         ] {
             assert!(
                 paths.iter().any(|p| *p == path),
                 "{path} missing: {paths:?}"
             );
         }
-        assert_eq!(paths.len(), 30, "{paths:?}");
+        assert_eq!(paths.len(), 33, "{paths:?}");
     }
 }

@@ -58,6 +58,9 @@ pub struct AppState {
     pub pod_migrations: executor::Deps,
     /// Kubernetes clusters connected by the operator (not through the API).
     pub managed: crate::managed::Managed,
+    /// Turns true when serving stops: the event streams end then (a stream never finishes by
+    /// itself, and graceful shutdown waits for every response to finish).
+    pub closing: tokio::sync::watch::Receiver<bool>,
 }
 
 impl AppState {

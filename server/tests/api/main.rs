@@ -22,6 +22,7 @@ mod koordinator;
 mod kube;
 mod kube_real;
 mod kube_state;
+mod live;
 mod logs;
 mod metrics;
 mod migrations;

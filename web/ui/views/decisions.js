@@ -257,7 +257,10 @@ export async function list(ctx) {
     if (sortSelect.value !== 'newest') query.sort = sortSelect.value;
     location.hash = routeWithQuery('#/decisions', query);
   });
-  replace(filterHolder, filterForm);
+  // On a phone the filters fold away (open when some are set), so the queue comes first.
+  const active = FILTERS.filter((k) => filters[k]).length;
+  replace(filterHolder, h('details', { class: 'filter-box', open: active > 0 || window.innerWidth > 600 },
+    h('summary', { text: `Filters and sort${active ? ` (${active} set)` : ''}` }), filterForm));
 
   // The table.
   const rows = new Map(); // id → { tr, decision, checkbox }

@@ -224,12 +224,13 @@ export async function detail(ctx) {
   /** Poll while active: every 2 s while live updates are cut, every 10 s otherwise; back off on errors, never stop. */
   const schedule = () => {
     clearTimeout(timer);
-    if (ctx.signal.aborted || !ACTIVE.has(phase)) return;
+    if (ctx.signal.aborted || (phase !== null && !ACTIVE.has(phase))) return;
     const base = ctx.live.stale ? POLL_MS : 5 * POLL_MS;
     timer = setTimeout(poll, failures ? Math.min(POLL_MAX_MS, POLL_MS * 2 ** failures) : base);
   };
   const poll = () => fetchOne().then((m) => {
     if (failures) replace(connection, h('p', { class: 'ok', text: 'Reconnected: the pod migration is up to date.' }));
+    if (phase === null) replace(summary);
     failures = 0;
     draw(m);
   }).catch((err) => {
@@ -265,6 +266,13 @@ export async function detail(ctx) {
     }
   });
 
-  draw(await fetchOne());
+  try {
+    draw(await fetchOne());
+  } catch (err) {
+    if (err?.name === 'AbortError' || err?.status === 404) throw err;
+    // Not loaded yet: say why and keep trying.
+    failures = 1;
+    replace(summary, errorBox(err, 'Loading (retrying)'));
+  }
   schedule();
 }

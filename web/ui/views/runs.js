@@ -29,7 +29,7 @@ function runRow(run) {
     h('td', { class: 'num', text: run.proposals ?? '—' }),
     h('td', {}, time(run.startedAt)),
     h('td', { class: 'num', text: duration(run) }),
-    h('td', {}, run.proposals ? h('a', { href: routeWithQuery('#/decisions', { run: run.id }), 'aria-label': `Decisions of run #${run.id}`, text: 'Review' }) : null));
+    h('td', {}, run.proposals ? h('a', { href: routeWithQuery('#/decisions', { run: run.id }), 'aria-label': `Review decisions of run #${run.id}`, text: 'Review' }) : null));
   [...tr.children].forEach((cell, i) => cell.setAttribute('data-label', RUN_COLUMNS[i]));
   return tr;
 }

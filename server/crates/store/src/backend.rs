@@ -219,7 +219,9 @@ impl Store {
                 _ => err.into(),
             })?;
         }
+        super::events::append_revision(&mut tx, change.cluster, change.revision).await?;
         tx.commit().await?;
+        self.events_committed();
         Ok(())
     }
 

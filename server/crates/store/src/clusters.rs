@@ -186,7 +186,10 @@ impl Store {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+        let data = serde_json::json!({ "name": name, "deleted": true });
+        super::events::append_event(&mut tx, super::EventKind::Cluster, Some(name), &data).await?;
         tx.commit().await?;
+        self.events_committed();
         let mut schedules = schedules;
         schedules.sort_unstable();
         Ok(ClusterDeletion::Deleted(DeletedCluster {
@@ -210,7 +213,9 @@ impl Store {
         let (id, created) = upsert_summary(&mut tx, state, object_count).await?;
         insert_objects(&mut tx, id, objects).await?;
         let record = cluster_by_id(&mut tx, id).await?;
+        super::events::append_revision(&mut tx, state.name, state.revision).await?;
         tx.commit().await?;
+        self.events_committed();
         Ok((record, created))
     }
 
@@ -225,7 +230,9 @@ impl Store {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let (id, _) = upsert_summary(&mut tx, state, object_count).await?;
         let record = cluster_by_id(&mut tx, id).await?;
+        super::events::append_revision(&mut tx, state.name, state.revision).await?;
         tx.commit().await?;
+        self.events_committed();
         Ok(record)
     }
 

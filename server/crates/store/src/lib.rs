@@ -8,7 +8,8 @@
 //! history), [`pod_migrations`] (records, events), [`arbitration`] (the knobs: global and per
 //! cluster), [`transitions`] (every change that moves a decision and its pod migration together:
 //! approve, reject, expire, steps), [`backend`] (the simulated backend's cluster writes),
-//! [`tokens`], [`audit`], [`stats`], and [`retention`] (deleting history past its keep time,
+//! [`tokens`], [`audit`], [`stats`], [`settings`] (run-time overrides of flags), [`events`] (the change feed the API streams, appended in
+//! each change's own transaction), and [`retention`] (deleting history past its keep time,
 //! batch by batch; the WAL checkpoint).
 //!
 //! Owns: the SQLite pool (WAL, busy timeout, foreign keys), the schema migrations
@@ -25,12 +26,14 @@ pub mod audit;
 pub mod backend;
 pub mod clusters;
 pub mod decisions;
+pub mod events;
 pub mod pod_migrations;
 pub mod policies;
 pub mod profiles;
 pub mod retention;
 pub mod runs;
 pub mod schedules;
+pub mod settings;
 pub mod state;
 pub mod stats;
 pub mod tokens;
@@ -47,6 +50,7 @@ pub use clusters::{
     ClusterDeletion, ClusterRecord, DeletedCluster, NewClusterState, ObjectRow, StoredObject,
 };
 pub use decisions::{DecisionEvent, DecisionFilter, DecisionRecord, DecisionStatus, NewDecision};
+pub use events::{EventBounds, EventKind, EventRecord};
 pub use pod_migrations::{
     DecisionChange, MigrationChange, MigrationEvent, MigrationFilter, MigrationPhase, NewEvent,
     PodMigrationRecord,
@@ -116,6 +120,8 @@ impl StoreError {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: SqlitePool,
+    /// Bumped after each commit that appended to the change feed ([`events`]).
+    events: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Store {
@@ -141,7 +147,10 @@ impl Store {
                 source,
             })?;
         MIGRATOR.run(&pool).await?;
-        Ok(Store { pool })
+        Ok(Store {
+            pool,
+            events: std::sync::Arc::new(tokio::sync::watch::channel(0).0),
+        })
     }
 
     /// The underlying pool (for tests and health checks).

@@ -109,6 +109,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        self.events_committed();
         Ok(ProfileDeletion::Deleted(DeletedProfile {
             schedules,
             policy_state_scopes,

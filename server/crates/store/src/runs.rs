@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 use super::decisions::{DecisionStatus, NewDecision};
+use super::events;
 use super::state::StateWrite;
 use super::{Store, StoreError, from_json, now_ms};
 
@@ -191,6 +192,7 @@ fn run_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<RunRecord, StoreError> 
 impl Store {
     /// Record the start of a run (status `running`).
     pub async fn insert_run(&self, run: &NewRun<'_>) -> Result<RunRecord, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO runs (cluster, cluster_revision, profile, status, started_at, dry_run, \
              triggered_by, schedule_id, cluster_incarnation) \
@@ -207,9 +209,13 @@ impl Store {
         .bind(run.schedule_id)
         .bind(run.cluster_incarnation)
         .bind(run.cluster)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *tx)
         .await?;
-        run_from_row(&row)
+        let record = run_from_row(&row)?;
+        events::append_run(&mut tx, record.id, run.cluster, run.profile, "running").await?;
+        tx.commit().await?;
+        self.events_committed();
+        Ok(record)
     }
 
     /// Finish a running run: its status, report and decisions, all in one transaction.
@@ -256,7 +262,9 @@ impl Store {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+            events::append_run(&mut tx, id, &cluster, &profile, "failed").await?;
             tx.commit().await?;
+            self.events_committed();
             return Err(StoreError::ClusterGone { run: id, cluster });
         }
         match end {
@@ -268,6 +276,7 @@ impl Store {
                 let conflicts =
                     super::state::commit(&mut tx, &cluster, &profile, id, state, now).await?;
                 let (report, logs) = split_logs(&report(&conflicts));
+                let mut proposed: Vec<i64> = Vec::with_capacity(decisions.len());
                 for batch in decisions.chunks(DECISION_BATCH) {
                     let mut sql = String::from(
                         "INSERT INTO decisions (run_id, cluster, profile, plugin_set, plugin, \
@@ -278,7 +287,8 @@ impl Store {
                         sql.push_str(if i == 0 { "" } else { "," });
                         sql.push_str("(?,?,?,?,?,?,?,?,?,?,?,?,?)");
                     }
-                    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+                    sql.push_str(" RETURNING id");
+                    let mut query = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql));
                     for d in batch {
                         query = query
                             .bind(id)
@@ -295,8 +305,16 @@ impl Store {
                             .bind(now)
                             .bind(now);
                     }
-                    query.execute(&mut *tx).await?;
+                    proposed.extend(query.fetch_all(&mut *tx).await?);
                 }
+                proposed.sort_unstable();
+                events::append_decisions(
+                    &mut tx,
+                    &cluster,
+                    DecisionStatus::Proposed.as_str(),
+                    &proposed,
+                )
+                .await?;
                 sqlx::query(
                     "UPDATE runs SET status = 'succeeded', finished_at = ?, report = ? \
                      WHERE id = ?",
@@ -313,6 +331,7 @@ impl Store {
                         .execute(&mut *tx)
                         .await?;
                 }
+                events::append_run(&mut tx, id, &cluster, &profile, "succeeded").await?;
             }
             RunEnd::Failed { error } => {
                 sqlx::query(
@@ -323,9 +342,11 @@ impl Store {
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
+                events::append_run(&mut tx, id, &cluster, &profile, "failed").await?;
             }
         }
         tx.commit().await?;
+        self.events_committed();
         Ok(now)
     }
 
@@ -370,15 +391,21 @@ impl Store {
 
     /// Mark runs left `running` by a previous process as failed. Returns how many there were.
     pub async fn fail_interrupted_runs(&self, error: &str) -> Result<u64, StoreError> {
-        let done = sqlx::query(
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let failed: Vec<(i64, String, String)> = sqlx::query_as(
             "UPDATE runs SET status = 'failed', finished_at = ?, error = ? \
-             WHERE status = 'running'",
+             WHERE status = 'running' RETURNING id, cluster, profile",
         )
         .bind(now_ms())
         .bind(error)
-        .execute(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
-        Ok(done.rows_affected())
+        for (id, cluster, profile) in &failed {
+            events::append_run(&mut tx, *id, cluster, profile, "failed").await?;
+        }
+        tx.commit().await?;
+        self.events_committed();
+        Ok(failed.len() as u64)
     }
 }
 

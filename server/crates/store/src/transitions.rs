@@ -15,6 +15,7 @@ use sqlx::Row;
 use super::decisions::{
     COLUMNS, DecisionFilter, DecisionRecord, DecisionStatus, decision_from_row,
 };
+use super::events::{self, EventKind};
 use super::pod_migrations::{FIRST_STEP, MigrationChange, MigrationPhase, NewEvent, insert_event};
 use super::{Store, StoreError, now_ms};
 
@@ -127,11 +128,12 @@ pub(crate) async fn transition_decision(
         comment,
         reason,
     } = *t;
-    let current: Option<String> = sqlx::query_scalar("SELECT status FROM decisions WHERE id = ?")
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let Some(current) = current else {
+    let current: Option<(String, String)> =
+        sqlx::query_as("SELECT status, cluster FROM decisions WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let Some((current, cluster)) = current else {
         return Ok(false);
     };
     let current: DecisionStatus = current
@@ -151,6 +153,7 @@ pub(crate) async fn transition_decision(
     .execute(&mut *conn)
     .await?;
     insert_decision_event(conn, id, current, to, actor, comment, now).await?;
+    events::append_decisions(conn, &cluster, to.as_str(), &[id]).await?;
     Ok(true)
 }
 
@@ -235,9 +238,24 @@ async fn expire_where(
            updated_at = ? \
          WHERE {filter}"
     );
+    let update = format!("{update} RETURNING id, cluster");
     let query = sqlx::query(sqlx::AssertSqlSafe(update)).bind(now).bind(now);
-    let done = bind_all(query, values).execute(&mut *conn).await?;
-    Ok(done.rows_affected())
+    let rows = bind_all(query, values).fetch_all(&mut *conn).await?;
+    announce_expired(conn, &rows).await
+}
+
+/// One `decisions` event per cluster for the rows (`id`, `cluster`) an expiry just marked.
+/// Returns how many.
+async fn announce_expired(
+    conn: &mut Conn,
+    rows: &[sqlx::sqlite::SqliteRow],
+) -> Result<u64, StoreError> {
+    let expired = rows
+        .iter()
+        .map(|r| Ok((r.try_get("id")?, r.try_get("cluster")?)))
+        .collect::<Result<Vec<(i64, String)>, sqlx::Error>>()?;
+    events::append_decisions_by_cluster(conn, DecisionStatus::Expired.as_str(), &expired).await?;
+    Ok(expired.len() as u64)
 }
 
 /// Mark every proposal of `cluster` expired with `reason`, in the caller's transaction.
@@ -284,16 +302,16 @@ async fn expire_open_proposals(
     .bind(value)
     .execute(&mut *conn)
     .await?;
-    let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "UPDATE decisions SET status = 'expired', status_reason = ?, updated_at = ? \
-         WHERE status = 'proposed' AND {column} = ?"
+         WHERE status = 'proposed' AND {column} = ? RETURNING id, cluster"
     )))
     .bind(reason)
     .bind(now)
     .bind(value)
-    .execute(&mut *conn)
+    .fetch_all(&mut *conn)
     .await?;
-    Ok(done.rows_affected())
+    announce_expired(conn, &rows).await
 }
 
 /// Approve one proposed decision of a non-dry run (with its event and pod migration), in the
@@ -394,7 +412,11 @@ impl Store {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         expire_in_tx(&mut tx, Some(&[id]), expire_before, now).await?;
         let approved = approve_in_tx(&mut tx, id, actor, comment, templates, now).await?;
+        if let Some((decision, _)) = &approved {
+            events::append_decisions(&mut tx, &decision.cluster, "approved", &[id]).await?;
+        }
         tx.commit().await?;
+        self.events_committed();
         if let Some((decision, pod_migration)) = approved {
             return Ok(Approval::Approved {
                 decision,
@@ -425,14 +447,18 @@ impl Store {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         expire_in_tx(&mut tx, Some(&ids), expire_before, now).await?;
         let mut done = Vec::new();
+        let mut approved = Vec::new();
         for (id, actor) in approvals {
-            if let Some((_, migration)) =
+            if let Some((decision, migration)) =
                 approve_in_tx(&mut tx, *id, actor, None, templates, now).await?
             {
                 done.push((*id, migration));
+                approved.push((*id, decision.cluster));
             }
         }
+        events::append_decisions_by_cluster(&mut tx, "approved", &approved).await?;
         tx.commit().await?;
+        self.events_committed();
         Ok(done)
     }
 
@@ -470,9 +496,13 @@ impl Store {
             .map(|r| r.try_get("id"))
             .collect::<Result<_, _>>()?;
         outcome.expired = expire_in_tx(&mut tx, Some(&proposed), expire_before, now).await?;
+        let mut approved = Vec::new();
         for id in proposed {
             match approve_in_tx(&mut tx, id, actor, comment, templates, now).await? {
-                Some(_) => outcome.approved.push(id),
+                Some((decision, _)) => {
+                    outcome.approved.push(id);
+                    approved.push((id, decision.cluster));
+                }
                 None => {
                     let status: String =
                         sqlx::query_scalar("SELECT status FROM decisions WHERE id = ?")
@@ -485,7 +515,9 @@ impl Store {
                 }
             }
         }
+        events::append_decisions_by_cluster(&mut tx, "approved", &approved).await?;
         tx.commit().await?;
+        self.events_committed();
         Ok(outcome)
     }
 
@@ -514,6 +546,7 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        self.events_committed();
         let decision = self.get_decision(id).await?;
         Ok(if moved { Ok(decision) } else { Err(decision) })
     }
@@ -543,6 +576,7 @@ impl Store {
             )
             .await?;
             tx.commit().await?;
+            self.events_committed();
             total += n;
             if n < EXPIRY_BATCH as u64 {
                 return Ok(total);
@@ -564,7 +598,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let now = now_ms();
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let row: Option<(i64, String)> = sqlx::query_as(
+        let row: Option<(i64, String, String, String)> = sqlx::query_as(
             "UPDATE pod_migrations SET \
                step = COALESCE(?, step), phase = COALESCE(?, phase), \
                status = COALESCE(?, status), reason = COALESCE(?, reason), \
@@ -579,7 +613,7 @@ impl Store {
                evicted_at = COALESCE(?, evicted_at), finished_at = COALESCE(?, finished_at), \
                updated_at = ? \
              WHERE id = ? AND step = ? AND phase IN ('Pending', 'Running') \
-             RETURNING decision_id, cluster",
+             RETURNING decision_id, cluster, phase, step",
         )
         .bind(change.step.as_deref())
         .bind(change.phase.map(MigrationPhase::as_str))
@@ -603,7 +637,7 @@ impl Store {
         .bind(expect_step)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some((decision_id, cluster)) = row else {
+        let Some((decision_id, cluster, phase, step)) = row else {
             return Ok(false);
         };
         if let Some(pod_uid) = &change.new_pod_uid {
@@ -650,7 +684,12 @@ impl Store {
             )
             .await?;
         }
+        let data = serde_json::json!({
+            "id": id, "decision": decision_id, "cluster": cluster, "phase": phase, "step": step,
+        });
+        events::append_event(&mut tx, EventKind::Migration, Some(&cluster), &data).await?;
         tx.commit().await?;
+        self.events_committed();
         Ok(true)
     }
 }
