@@ -27,10 +27,12 @@ const KNOBS = [
 ];
 
 function control(id, kind, value, readOnly) {
-  const common = { id, name: id.split('--').pop(), disabled: readOnly || null, 'aria-describedby': `${id}-help ${id}-error` };
+  // Read-only: text stays selectable (readonly); only the choices are disabled.
+  const common = { id, name: id.split('--').pop(), readonly: readOnly || null, 'aria-describedby': `${id}-help ${id}-error` };
+  const choice = { ...common, readonly: null, disabled: readOnly || null };
   switch (kind) {
-    case 'bool': return h('input', { ...common, type: 'checkbox', checked: Boolean(value) });
-    case 'mode': return h('select', common, ['ReservationFirst', 'EvictDirectly'].map((m) => h('option', { value: m, text: m, selected: m === value })));
+    case 'bool': return h('input', { ...choice, type: 'checkbox', checked: Boolean(value) });
+    case 'mode': return h('select', choice, ['ReservationFirst', 'EvictDirectly'].map((m) => h('option', { value: m, text: m, selected: m === value })));
     case 'json': {
       const t = h('textarea', { ...common, rows: 5, class: 'code-editor', spellcheck: 'false' });
       t.value = JSON.stringify(value ?? null, null, 2);

@@ -1,8 +1,10 @@
-// Retention: how long history is kept (GET /retention: the settings in force and the last
-// pruning pass), and the admins' overrides (PUT /retention, taking effect at the next pass).
+// Retention: how long history is kept. GET /retention answers the keep times in force
+// (`effective`: the --retain-* flags with the admins' overrides on top), the flags' own values
+// (`defaults`), the overrides, and the last pruning pass; PUT /retention replaces the overrides
+// (a field left empty follows its flag again), taking effect at the next pass.
 //
-// The form is built from the fields the server answers (durations such as `30d`, or null for
-// "keep forever"), so a setting the server adds appears without a change here.
+// Owns: the overrides form; the fields come from the answer, so a setting the server adds
+// appears without a change here.
 
 import { api } from '../api.js';
 import {
@@ -21,17 +23,6 @@ const LABELS = {
   interval: 'Pruning interval',
 };
 
-/** The settings object of a GET /retention answer: `settings`/`effective` if nested, else the flat fields. */
-function settingsOf(answer) {
-  const nested = answer?.settings ?? answer?.effective;
-  if (nested && typeof nested === 'object') return nested;
-  return Object.fromEntries(Object.entries(answer ?? {}).filter(([, v]) => v === null || ['string', 'number', 'boolean'].includes(typeof v)));
-}
-
-function lastPassOf(answer) {
-  return answer?.lastPass ?? answer?.last ?? null;
-}
-
 export async function page(ctx) {
   ctx.setTitle('Retention');
   const body = h('div', {}, loading('the retention settings'));
@@ -49,22 +40,27 @@ export async function page(ctx) {
     }
     throw err;
   }
-  const settings = settingsOf(answer);
-  const last = lastPassOf(answer);
+  const effective = answer.effective ?? {};
+  const defaults = answer.defaults ?? {};
+  const overrides = answer.overrides ?? {};
+  const last = answer.lastPass ?? null;
   const readOnly = !allowed(ctx, 'admin');
   const result = h('div', { 'aria-live': 'polite' });
-  const fields = Object.entries(settings).map(([key, value]) => {
+  const fields = Object.keys(effective).map((key) => {
     const id = `retention-${key}`;
-    const input = typeof value === 'boolean'
-      ? h('input', { id, name: key, type: 'checkbox', checked: value, disabled: readOnly || null })
-      : h('input', { id, name: key, value: value ?? '', placeholder: 'forever', readonly: readOnly || null, dataset: { kind: typeof value }, 'aria-describedby': `${id}-error` });
+    const overridden = overrides[key] !== undefined && overrides[key] !== null;
+    const input = h('input', {
+      id, name: key, value: overrides[key] ?? '', placeholder: `flag: ${defaults[key] ?? '—'}`,
+      readonly: readOnly || null, 'aria-describedby': `${id}-help ${id}-error`,
+    });
     return h('div', { class: 'field', dataset: { key } },
       h('label', { for: id, text: LABELS[key] ? `${LABELS[key]} (${key})` : key }), input,
+      h('p', { id: `${id}-help`, class: 'help', text: `In force: ${effective[key] === '0' ? 'forever (0)' : effective[key]}${overridden ? ' (overridden here)' : ' (from the flag)'}` }),
       h('p', { id: `${id}-error`, class: 'field-error', 'aria-live': 'polite' }));
   });
   const form = h('form', { class: 'card', 'aria-labelledby': 'retention-title' },
     h('h2', { id: 'retention-title', text: 'Keep for' }),
-    h('p', { class: 'help', text: 'Durations such as 7d, 12h or 90d; empty keeps forever (where the server allows it).' }),
+    h('p', { class: 'help', text: 'Overrides of the --retain-* flags: durations such as 7d, 12h or 90d, 0 for forever; empty follows the flag.' }),
     h('div', { class: 'form-grid' }, fields),
     readOnly ? null : h('div', { class: 'actions' }, h('button', { type: 'submit', text: 'Save retention' })),
     result);
@@ -72,11 +68,7 @@ export async function page(ctx) {
     event.preventDefault();
     for (const e of form.querySelectorAll('.field-error')) e.textContent = '';
     const out = {};
-    for (const input of form.querySelectorAll('input')) {
-      if (input.type === 'checkbox') out[input.name] = input.checked;
-      else if (input.dataset.kind === 'number') out[input.name] = input.value === '' ? null : Number(input.value);
-      else out[input.name] = input.value.trim() === '' ? null : input.value.trim();
-    }
+    for (const input of form.querySelectorAll('input')) out[input.name] = input.value.trim() === '' ? null : input.value.trim();
     try {
       await api('/retention', { method: 'PUT', body: out });
       ctx.flash('Retention saved; it applies from the next pruning pass.');
@@ -92,6 +84,8 @@ export async function page(ctx) {
   replace(body,
     guarded(ctx, 'admin', 'Changing retention', null),
     form,
+    h('p', { class: 'help' }, answer.updatedAt ? ['Overrides last set ', time(answer.updatedAt), '. '] : 'No overrides set yet. ',
+      answer.events ? `The live-events feed keeps ${answer.events.keep} (at most ${answer.events.maxEvents} events); that is fixed.` : null),
     h('section', { 'aria-labelledby': 'last-pass-title' },
       h('h2', { id: 'last-pass-title', text: 'Last pruning pass' }),
       last ? facts(Object.entries(last).map(([k, v]) => [k,
