@@ -180,6 +180,42 @@ await scenario('admin', async ({ page, context, newPage }) => {
     await signIn(TOKEN);
   });
 
+  await step('units: node percentages, threshold bands (deviation from the mean too), YAML path lines', async () => {
+    const results = await page.evaluate(async () => {
+      const hm = await import('/ui/heatmap.js');
+      const prof = await import('/ui/views/profiles.js');
+      const node = (cpu, used, pods) => ({
+        name: 'n', ready: true, unschedulable: false,
+        cpu: { requested: cpu, allocatable: 1000, used }, memory: { requested: 0, allocatable: 0, used: null }, pods: { count: pods, capacity: 10 },
+      });
+      const t = [{ plugin: 'LowNodeUtilization', basis: 'requested', deviation: false, low: { cpu: 20 }, high: { cpu: 50 } }];
+      const d = [{ plugin: 'LowNodeUtilization', basis: 'requested', deviation: true, low: { cpu: 10 }, high: { cpu: 10 } }];
+      const yaml = 'apiVersion: x\nprofiles:\n  - name: a\n    pluginConfig:\n      - name: P\n        args: {}\n      - name: Q\n        args:\n          thresholds:\n            cpu: lots\n';
+      return {
+        requested: hm.percentOf(node(250, null, 3), 'cpu', 'requested'),
+        usage: hm.percentOf(node(250, 600, 3), 'cpu', 'usage'),
+        noUsage: hm.percentOf(node(250, null, 3), 'cpu', 'usage'),
+        memoryNone: hm.percentOf(node(250, null, 3), 'memory', 'requested'),
+        pods: hm.percentOf(node(250, null, 3), 'pods', 'usage'),
+        bands: hm.bandsFor(t, 'cpu', 'requested', [10, 30, 70]),
+        bandsOther: hm.bandsFor(t, 'memory', 'requested', [10]),
+        deviation: hm.bandsFor(d, 'cpu', 'requested', [10, 30, 50]),
+        kinds: [10, 20, 35, 50, 51, null].map((v) => hm.band(v, { low: 20, high: 50 })),
+        line: prof.lineOfPath(yaml, 'profiles[0].pluginConfig[1].args.thresholds.cpu'),
+        lineItem: prof.lineOfPath(yaml, 'profiles[0].pluginConfig[1]'),
+        lineMissing: prof.lineOfPath(yaml, 'nothing.here'),
+      };
+    });
+    const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+    check(results.requested === 25 && results.usage === 60 && results.noUsage === null && results.memoryNone === null && results.pods === 30,
+      `percentages: ${JSON.stringify(results)}`);
+    check(same(results.bands, { low: 20, high: 50, plugin: 'LowNodeUtilization', basis: 'requested', deviation: false }), `bands: ${JSON.stringify(results.bands)}`);
+    check(results.bandsOther === null, 'a metric without thresholds has bands');
+    check(results.deviation.low === 20 && results.deviation.high === 40, `deviation bands around the mean 30: ${JSON.stringify(results.deviation)}`);
+    check(same(results.kinds, ['below', 'within', 'within', 'within', 'above', 'none']), `bands of values: ${results.kinds}`);
+    check(results.line === 9 && results.lineItem === 6 && results.lineMissing === -1, `YAML lines: ${results.line}, ${results.lineItem}, ${results.lineMissing}`);
+  });
+
   await step('import a profile: a refused YAML lists each problem at its path', async () => {
     await visit('#/profiles', 'Profiles');
     await page.getByLabel('Profile name').fill(PROFILE);
@@ -340,6 +376,27 @@ await scenario('admin', async ({ page, context, newPage }) => {
       await page.getByRole('radio', { name: 'Requested' }).check();
       await page.waitForURL((url) => !url.hash.includes('basis=usage'));
   }));
+
+  await step('live: a new snapshot of the cluster redraws its view without a reload', async () => {
+    if (events === 404) return;
+    await page.goto(`${BASE}/#/clusters/${BIG}?profile=${PROFILE}`);
+    await page.locator('figure.heatmap').waitFor({ timeout: 60_000 });
+    const marker = await page.evaluate(() => { window.__sameDocument = true; return true; });
+    const document = bigCluster(NODES);
+    document.items.push({
+      apiVersion: 'v1', kind: 'Pod',
+      metadata: { name: 'live-extra', namespace: 'ns-live', uid: 'uid-live-extra' },
+      spec: { nodeName: 'node-00000', containers: [{ name: 'main', image: 'x', resources: { requests: { cpu: '8', memory: '1Gi' } } }] },
+      status: { phase: 'Running' },
+    });
+    const pushed = await api('PUT', `/clusters/${BIG}/snapshot`, { body: document });
+    check(pushed.status === 200, `push answered ${pushed.status}`);
+    const revision = page.locator('.facts dt', { hasText: /^Revision$/ }).locator('xpath=following-sibling::dd[1]');
+    await page.waitForFunction((rev) => [...document.querySelectorAll('.facts dt')]
+      .some((dt) => dt.textContent === 'Revision' && dt.nextElementSibling?.textContent === String(rev)), pushed.body.revision, { timeout: 30_000 });
+    check(marker && await page.evaluate(() => window.__sameDocument === true), 'the page was reloaded');
+    check((await revision.innerText()).trim() === String(pushed.body.revision), 'the revision shown is not the new one');
+  });
 
   await step('policies: arguments and defaults; a bad .wasm is refused with the server\'s message verbatim', async () => {
     await visit('#/policies', 'Policies');
