@@ -184,6 +184,13 @@ await scenario('admin', async ({ page, context, newPage }) => {
     const results = await page.evaluate(async () => {
       const hm = await import('/ui/heatmap.js');
       const prof = await import('/ui/views/profiles.js');
+      const clusters = await import('/ui/views/clusters.js');
+      const kube = clusters.kubernetesPanel({
+        apiServer: 'https://10.0.0.1:6443',
+        connection: { state: 'disconnected', message: 'watch failed: connection refused', sinceMs: 1764300000000, lastSyncMs: 1764290000000, revision: 7, optionalKinds: ['NodeMetrics'] },
+        lease: { lease: 'rebalancer/cluster-a', held: false, holder: 'rebalancer-1', identity: 'rebalancer-0', error: null },
+        warnings: ['PriorityClass rebalancer-placeholder is missing'],
+      }).innerText;
       const node = (cpu, used, pods) => ({
         name: 'n', ready: true, unschedulable: false,
         cpu: { requested: cpu, allocatable: 1000, used }, memory: { requested: 0, allocatable: 0, used: null }, pods: { count: pods, capacity: 10 },
@@ -204,6 +211,7 @@ await scenario('admin', async ({ page, context, newPage }) => {
         line: prof.lineOfPath(yaml, 'profiles[0].pluginConfig[1].args.thresholds.cpu'),
         lineItem: prof.lineOfPath(yaml, 'profiles[0].pluginConfig[1]'),
         lineMissing: prof.lineOfPath(yaml, 'nothing.here'),
+        kube,
       };
     });
     const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
@@ -213,6 +221,9 @@ await scenario('admin', async ({ page, context, newPage }) => {
     check(results.bandsOther === null, 'a metric without thresholds has bands');
     check(results.deviation.low === 20 && results.deviation.high === 40, `deviation bands around the mean 30: ${JSON.stringify(results.deviation)}`);
     check(same(results.kinds, ['below', 'within', 'within', 'within', 'above', 'none']), `bands of values: ${results.kinds}`);
+    for (const text of ['https://10.0.0.1:6443', 'disconnected', 'connection refused', 'rebalancer-1', 'another server', 'rebalancer/cluster-a', 'NodeMetrics', 'PriorityClass rebalancer-placeholder is missing']) {
+      check(results.kube.includes(text), `the Kubernetes panel lacks "${text}":\n${results.kube}`);
+    }
     check(results.line === 9 && results.lineItem === 6 && results.lineMissing === -1, `YAML lines: ${results.line}, ${results.lineItem}, ${results.lineMissing}`);
   });
 

@@ -130,7 +130,8 @@ function amounts(n, metric, basis) {
   return v === null || v === undefined ? 'not measured' : `${f(v)} of ${f(r.allocatable)}`;
 }
 
-function kubernetesPanel(kube) {
+/** The connection of a Kubernetes-backed cluster (`ClusterView.kubernetes`). */
+export function kubernetesPanel(kube) {
   const c = kube.connection ?? {};
   const lease = kube.lease ?? {};
   const ms = (v) => (v ? time(new Date(v).toISOString()) : '—');
@@ -170,7 +171,7 @@ export async function detail(ctx) {
     cluster: null,
     balance: null,
   };
-  const facts_ = h('div', {}, loading('the cluster'));
+  const factsBox = h('div', {}, loading('the cluster'));
   const kube = h('div');
   const controls = h('form', { class: 'filters cluster-controls', 'aria-label': 'What the heatmap shows' });
   const notices = h('div', { 'aria-live': 'polite' });
@@ -181,15 +182,17 @@ export async function detail(ctx) {
   const nodesSection = h('section', { 'aria-labelledby': 'nodes-title' });
   append(ctx.main,
     h('p', { class: 'crumbs' }, h('a', { href: '#/clusters', text: 'Clusters' }), ' / ', name),
-    h('h1', { text: `Cluster ${name}` }), facts_, kube, controls, notices, summary,
+    h('h1', { text: `Cluster ${name}` }), factsBox, kube, controls, notices, summary,
     h('section', { 'aria-labelledby': 'heatmap-title', class: 'heatmap-section' },
       h('h2', { id: 'heatmap-title', text: 'Heatmap' }),
       h('div', { class: 'heatmap-layout' }, heat, panel)),
     beyond, nodesSection);
 
-  const [profiles] = await Promise.all([
-    api('/profiles', { signal: ctx.signal }).catch(() => ({ items: [] })),
-  ]);
+  // Without profiles (an error reading them) the view still works, without thresholds.
+  const profiles = await api('/profiles', { signal: ctx.signal }).catch((err) => {
+    if (err?.name === 'AbortError') throw err;
+    return { items: [] };
+  });
   const names = profiles.items.map((p) => p.name);
   if (state.profile === null) state.profile = names.includes('default') ? 'default' : (names[0] ?? '');
 
@@ -258,7 +261,8 @@ export async function detail(ctx) {
       h('ul', { class: 'links' },
         h('li', {}, h('a', { href: routeWithQuery(route('clusters', name, 'nodes', n.name), { profile: state.profile }), text: 'Pods on this node' })),
         h('li', {}, h('a', { href: routeWithQuery('#/decisions', { cluster: name, node: n.name }), text: 'Decisions for this node' })),
-        h('li', {}, h('a', { href: routeWithQuery('#/pod-migrations', { cluster: name, node: n.name }), text: 'Pod migrations from this node' })))));
+        h('li', {}, h('a', { href: routeWithQuery('#/pod-migrations', { cluster: name, node: n.name }), text: 'Pod migrations from this node' }))),
+      h('p', { class: 'help', text: 'GET /pod-migrations filters by decision and phase only: the pod migrations page may list other nodes\' too; a decision of this node links its own.' })));
   };
 
   const renderSummary = () => {
@@ -373,6 +377,8 @@ export async function detail(ctx) {
   };
 
   const draw = () => {
+    // A redraw (live refresh, new metric) keeps the keyboard on the heatmap.
+    const hadFocus = heatmap?.contains(document.activeElement);
     disposeHeatmap();
     const { metric, basis } = state;
     const nodes = state.balance.nodes;
@@ -383,6 +389,7 @@ export async function detail(ctx) {
       onSelect: (n) => selectNode(n),
     });
     replace(heat, heatmap);
+    if (hadFocus) heatmap.querySelector('canvas').focus();
     heat.dataset.renderMs = heatmap.renderMs.toFixed(1);
     renderSummary();
     renderBeyond();
@@ -392,7 +399,7 @@ export async function detail(ctx) {
 
   const renderCluster = () => {
     const cluster = state.cluster;
-    replace(facts_, facts([
+    replace(factsBox, facts([
       ['Backend', cluster.backend],
       ['Revision', String(cluster.revision)],
       ['Snapshot time', time(cluster.snapshotTime)],
@@ -407,7 +414,6 @@ export async function detail(ctx) {
   const renderNotices = () => {
     replace(notices,
       state.balance.fallback ? h('p', { class: 'notice', text: `This server has no balance endpoint (GET /clusters/${name}/balance answered 404): requested values from /nodes are shown, without thresholds or measured usage summary.` }) : null,
-      ctx.live?.stale ? h('p', { class: 'notice', text: 'Live updates are interrupted: the figures may be out of date. They refresh when the connection comes back.' }) : null,
       state.profile && state.balance.thresholds?.length === 0 && !state.balance.fallback
         ? h('p', { class: 'help', text: `Profile ${state.profile} enables no LowNodeUtilization, HighNodeUtilization or LowNodeLoad: no thresholds to colour against.` }) : null);
   };
