@@ -11,7 +11,7 @@ import { adminNav } from './admin-kit.js';
 const ACTIONS = [
   'policy.upload', 'policy.delete', 'profile.put', 'profile.delete', 'profile.auto-approve', 'cluster.snapshot', 'cluster.delete',
   'run.create', 'token.create', 'token.delete', 'schedule.create', 'schedule.update', 'schedule.delete',
-  'decision.approve', 'decision.reject', 'pod-migration.abort', 'arbitration.put', 'arbitration.delete',
+  'decision.approve', 'decision.reject', 'pod-migration.abort', 'arbitration.put', 'arbitration.delete', 'retention.put',
 ];
 const KINDS = ['policy', 'profile', 'cluster', 'run', 'token', 'schedule', 'decision', 'pod-migration', 'arbitration', 'retention'];
 const PAGE = 50;
