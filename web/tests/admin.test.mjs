@@ -620,7 +620,7 @@ await scenario('admin', async ({ page, context, newPage }) => {
     for (const [hash, heading] of [
       ['#/policies', 'Policies'], ['#/profiles', 'Profiles'], [`#/profiles/${PROFILE}`, `Profile ${PROFILE}`],
       ['#/admin/schedules', 'Schedules'], ['#/admin/arbitration', 'Arbitration'], ['#/admin/retention', 'Retention'],
-      ['#/admin/tokens', 'API tokens'], ['#/admin', 'Administration'],
+      ['#/admin/tokens', 'API tokens'], ['#/admin', 'Administration'], [`#/clusters/${BIG}`, `Cluster ${BIG}`],
     ]) {
       await tolerating(httpStatus('404'), async () => {
         await viewer.goto(`${BASE}/${hash}`);
@@ -629,6 +629,8 @@ await scenario('admin', async ({ page, context, newPage }) => {
       });
       const buttons = (await viewer.locator('main').getByRole('button').allInnerTexts()).filter((t) => forbidden.test(t.trim()));
       check(buttons.length === 0, `${hash}: a viewer is offered ${buttons.join(', ')}`);
+      const runLinks = await viewer.locator('main').getByRole('link', { name: /^Start a run/ }).count();
+      check(runLinks === 0, `${hash}: a viewer is offered to start a run`);
       check(await viewer.locator('main input[type="file"], main textarea:not([readonly]):not([disabled])').count() === 0, `${hash}: a viewer is offered an editor`);
       if (hash !== '#/admin' && !(hash === '#/admin/retention' && notTested.some((n) => n.includes('retention')))) {
         const note = viewer.locator('.role-note').first();

@@ -15,6 +15,7 @@ import {
 import {
   METRICS, band, bandsFor, percentOf, renderHeatmap, thresholdBar,
 } from '../heatmap.js';
+import { guarded } from './admin-kit.js';
 
 const PAGE_SIZE = 50;
 
@@ -407,7 +408,8 @@ export async function detail(ctx) {
     ]), cluster.warnings.length ? h('details', { class: 'warnings' },
       h('summary', { text: `${cluster.warnings.length} warning(s) from the last snapshot` }),
       h('ul', {}, cluster.warnings.map((w) => h('li', { text: w.message ?? JSON.stringify(w) })))) : null,
-    h('p', {}, h('a', { class: 'button', href: `#/runs?cluster=${encodeURIComponent(name)}`, text: 'Start a run on this cluster' })));
+    guarded(ctx, 'run', 'Starting a run', () => h('p', {},
+      h('a', { class: 'button', href: `#/runs?cluster=${encodeURIComponent(name)}`, text: 'Start a run on this cluster' }))));
     replace(kube, cluster.kubernetes ? kubernetesPanel(cluster.kubernetes) : null);
   };
 

@@ -394,7 +394,7 @@ export async function detail(ctx) {
   const mayAdmin = allowed(ctx, 'admin');
   const exportResult = h('span', { 'aria-live': 'polite', class: 'muted' });
   const actions = h('div', { class: 'actions' },
-    h('a', { class: 'button', href: `#/runs?profile=${encodeURIComponent(name)}`, text: 'Start a run with this profile' }),
+    allowed(ctx, 'run') ? h('a', { class: 'button', href: `#/runs?profile=${encodeURIComponent(name)}`, text: 'Start a run with this profile' }) : null,
     h('button', {
       type: 'button', class: 'secondary', id: 'export-yaml', text: 'Export YAML',
       onclick: async () => {
