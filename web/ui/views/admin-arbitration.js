@@ -2,6 +2,10 @@
 // (Koordinator's MigrationControllerArgs), globally and per cluster (a cluster's own knobs, or
 // the global ones). Everyone reads them; admins change them. A refused value is shown at its
 // field (the server's `details.errors`).
+//
+// Owns: the knobs form (every field of ArbitrationConfig) used for the global and each
+// cluster's knobs.
+// Must not: default or validate knobs: left-out fields take the server's defaults.
 
 import { api } from '../api.js';
 import {

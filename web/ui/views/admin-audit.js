@@ -1,6 +1,9 @@
 // The audit log: who did what to which object, newest first, filtered by actor, action, object
 // kind and id, and a start time (what GET /audit supports; it has no end time), paged with its
 // cursor. The filters live in the URL so a filtered view can be shared.
+//
+// Owns: the filters form and the cursor stack (Newer goes back through the cursors seen).
+// Must not: filter or sort on the client: every filter is the API's.
 
 import { api } from '../api.js';
 import {

@@ -1,5 +1,8 @@
 // Schedules: runs of a profile over a cluster, every so often and/or after the cluster changes.
 // Everyone reads them; operators and admins create, edit, pause/resume and delete them.
+//
+// Owns: the schedule form (create and edit) and the row actions.
+// Must not: check the values itself: the server's 422 is shown as it says it.
 
 import { api } from '../api.js';
 import {

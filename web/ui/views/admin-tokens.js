@@ -1,5 +1,8 @@
 // Tokens (admin): create one (its secret shown once, with a copy button), list them, revoke
 // one. The secret lives only in the page that created it: it is never stored or shown again.
+//
+// Owns: the token form, the one-time secret panel and the revoke confirmation.
+// Must not: keep the secret anywhere (no storage, no URL, no flash message).
 
 import { api } from '../api.js';
 import {

@@ -1,5 +1,7 @@
 // The administration overview: every administration page, what it is for, and whether the
 // signed-in role may change it there (reading is open to every role but tokens).
+//
+// Owns: the list of administration pages. Must not: fetch anything.
 
 import { append, h } from '../dom.js';
 import { adminNav, allowed } from './admin-kit.js';

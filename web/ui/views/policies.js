@@ -1,6 +1,9 @@
 // Policies: the registered WebAssembly modules (built-in and uploaded) with each one's
 // arguments schema and defaults; admins upload a .wasm (the server's refusal shown verbatim)
 // and delete uploads.
+//
+// Owns: the upload form (the .wasm sent as the raw body) and the arguments table of a policy.
+// Must not: inspect the module: the server's refusal is the message shown.
 
 import { api } from '../api.js';
 import {
