@@ -166,6 +166,7 @@ export async function detail(ctx) {
     metric: METRICS[ctx.query.get('metric')] ? ctx.query.get('metric') : 'cpu',
     basis: ctx.query.get('basis') === 'usage' ? 'usage' : 'requested',
     selected: ctx.query.get('node'),
+    order: ctx.query.get('order') === 'value' ? 'value' : 'name',
     sort: 'name',
     filter: '',
     page: 0,
@@ -203,7 +204,7 @@ export async function detail(ctx) {
   const keepInUrl = () => {
     const url = routeWithQuery(route('clusters', name), {
       profile: state.profile, metric: state.metric === 'cpu' ? '' : state.metric,
-      basis: state.basis === 'requested' ? '' : state.basis, node: state.selected,
+      basis: state.basis === 'requested' ? '' : state.basis, order: state.order === 'name' ? '' : state.order, node: state.selected,
     });
     history.replaceState(history.state, '', url);
   };
@@ -220,6 +221,7 @@ export async function detail(ctx) {
     h('div', { class: 'field' }, h('label', { for: 'cluster-profile', text: 'Thresholds of profile' }), profileSelect),
     radios('metric', 'Metric', METRICS, state.metric),
     radios('basis', 'Values', { requested: 'Requested', usage: 'Measured usage' }, state.basis),
+    radios('order', 'Heatmap order', { name: 'By name', value: 'Fullest first' }, state.order),
     h('button', { type: 'button', class: 'secondary', id: 'cluster-refresh', text: 'Refresh', onclick: () => refresh() }));
   controls.addEventListener('submit', (e) => e.preventDefault());
   controls.addEventListener('change', (event) => {
@@ -232,6 +234,7 @@ export async function detail(ctx) {
     }
     if (t.name === 'metric') state.metric = t.value;
     if (t.name === 'basis') state.basis = t.value;
+    if (t.name === 'order') state.order = t.value;
     state.page = 0;
     keepInUrl();
     draw();
@@ -383,10 +386,12 @@ export async function detail(ctx) {
     disposeHeatmap();
     const { metric, basis } = state;
     const nodes = state.balance.nodes;
-    const sorted = [...nodes].sort((a, b) => a.name.localeCompare(b.name, undefined, { numeric: true }));
+    const byName = (a, b) => a.name.localeCompare(b.name, undefined, { numeric: true });
+    const value = (n) => percentOf(n, metric, basis) ?? -1;
+    const sorted = [...nodes].sort(state.order === 'value' ? (a, b) => value(b) - value(a) || byName(a, b) : byName);
     heatmap = renderHeatmap(sorted, {
       metric, basis, thresholds: state.balance.thresholds, selected: state.selected,
-      label: `${METRICS[metric]} ${basis === 'usage' ? 'measured usage' : 'requested'} of every node of ${name}, sorted by name`,
+      label: `${METRICS[metric]} ${basis === 'usage' ? 'measured usage' : 'requested'} of every node of ${name}, ${state.order === 'value' ? 'fullest first' : 'sorted by name'}`,
       onSelect: (n) => selectNode(n),
     });
     replace(heat, heatmap);
