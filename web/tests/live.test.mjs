@@ -51,6 +51,7 @@ await scenario('live', async ({ page }) => {
       });
       // A fresh page load: its first connection and every retry fail.
       await page.goto(`${BASE}/#/decisions?status=proposed`);
+      await page.reload();
       await row(open[1].id).waitFor();
       await page.locator('#live[data-state="reconnecting"]').waitFor({ timeout: 10_000 });
       await page.locator('#live', { hasText: /reconnecting… stale since \d/ }).waitFor();
@@ -88,13 +89,15 @@ await scenario('live', async ({ page }) => {
         await page.route('**/api/v1/pod-migrations/*', (route) => route.abort('failed'));
         // Reload so that the events stream is cut too and the page polls.
         await page.reload();
-        await page.locator('main .error', { hasText: 'Cannot reach the server' }).waitFor({ timeout: 20_000 }).catch(() => {});
+        await page.locator('main .error', { hasText: 'Cannot reach the server' }).first().waitFor({ timeout: 20_000 });
         await page.unroute('**/api/v1/pod-migrations/*');
+        await page.locator('.facts .badge').first().waitFor({ timeout: 40_000 });
+        await apiOk('POST', `/pod-migrations/${migration.id}/abort`, { body: { comment: 'test over' } });
+        // Still without the events stream: the page's own polling shows the abort.
+        await page.locator('.facts .badge-aborted').waitFor({ timeout: 40_000 });
+        await page.unroute(EVENTS);
       });
-      await page.locator('.facts .badge').first().waitFor({ timeout: 40_000 });
-      await apiOk('POST', `/pod-migrations/${migration.id}/abort`, { body: { comment: 'test over' } });
-      await page.locator('.facts .badge-aborted').waitFor({ timeout: 40_000 });
-      await page.unroute(EVENTS);
+      await page.locator('#live[data-state="live"]').waitFor({ timeout: 40_000 });
     } finally {
       await apiOk('PUT', '/arbitration', { body: original });
     }

@@ -79,6 +79,7 @@ let approvedId = null;
     await page.getByRole('link', { name: 'See the run' }).click();
     await page.getByRole('heading', { name: `Run #${runId}` }).waitFor();
     const policyRows = page.locator('main table tbody tr');
+    await policyRows.first().waitFor();
     const run = (await api('GET', `/runs/${runId}`)).body;
     check(await policyRows.count() === run.report.policies.length,
       `${await policyRows.count()} policy rows, the run has ${run.report.policies.length} policies`);
@@ -143,6 +144,11 @@ let approvedId = null;
   await step('filter decisions by status and plugin', async () => {
     await page.getByLabel('Status').selectOption('rejected');
     await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(/status=rejected/);
+    await page.waitForFunction(() => {
+      const badges = [...document.querySelectorAll('table.decisions tbody .badge')];
+      return badges.length > 0 && badges.every((b) => b.textContent.trim() === 'rejected');
+    }, null, { timeout: 20_000 }).catch(() => {});
     await decisionRow(decided.rejected).waitFor();
     const statuses = await page.locator('table.decisions tbody .badge').allInnerTexts();
     check(statuses.every((s) => s.trim() === 'rejected'), `status filter shows ${statuses.join(', ')}`);
@@ -184,7 +190,8 @@ let approvedId = null;
       const id = Number(await row.getAttribute('data-id'));
       await row.getByRole('button', { name: /^Approve decision/ }).click();
       await page.getByRole('dialog', { name: `Approve decision #${id}` }).getByRole('button', { name: 'Approve 1' }).click();
-      await decisionRow(id).locator('.badge:not(.badge-proposed)').waitFor();
+      // The row leaves this list of proposed decisions once approved.
+      await page.locator('[aria-live] p.ok', { hasText: `Decision #${id}` }).waitFor();
       await page.goto(`${BASE}/#/pod-migrations?decision=${id}`);
       await page.locator('main table tbody tr a').first().click();
       const abort = page.getByRole('button', { name: 'Abort this pod migration' });

@@ -169,7 +169,8 @@ export function time(value) {
 /**
  * A table with a caption (visually hidden when `hiddenCaption`), header and body rows. Each cell
  * gets its column's name as `data-label`, so under 600px the table reads as cards (`cards`
- * class, on unless `cards: false`).
+ * class, on unless `cards: false`). The wrapper scrolls (so the header row sticks inside it) and
+ * can take focus, so a keyboard can scroll it too.
  */
 export function table({ caption, hiddenCaption = false, columns, rows, className = '', cards = true }) {
   const names = columns.map((c) => (c instanceof Node ? c.textContent : String(c)));
@@ -179,7 +180,7 @@ export function table({ caption, hiddenCaption = false, columns, rows, className
       if (names[i] && !cell.hasAttribute('data-label')) cell.setAttribute('data-label', names[i]);
     });
   }
-  return h('div', { class: 'table-wrap' },
+  return h('div', { class: 'table-wrap', tabindex: '0', role: 'region', 'aria-label': caption ?? 'Table' },
     h('table', { class: [className, cards ? 'cards' : ''].filter(Boolean).join(' ') },
       caption && h('caption', { class: hiddenCaption ? 'visually-hidden' : null, text: caption }),
       h('thead', {}, h('tr', {}, columns.map((c) => (c instanceof Node ? h('th', { scope: 'col' }, c)

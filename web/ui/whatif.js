@@ -75,13 +75,13 @@ function summaryTable(before, after) {
     const b = before?.[metric];
     const a = after?.[metric];
     return h('tr', {},
-      h('th', { scope: 'row', text: label }),
-      h('td', { class: 'num', text: `${pct(b?.mean)} → ${pct(a?.mean)}` }),
-      h('td', { class: 'num', text: `${pct(b?.stddev)} → ${pct(a?.stddev)}` }),
-      h('td', { class: 'num', text: `${pct(b?.min)}–${pct(b?.max)} → ${pct(a?.min)}–${pct(a?.max)}` }),
-      h('td', { class: 'num', text: `${b?.above ?? 0} / ${b?.below ?? 0} → ${a?.above ?? 0} / ${a?.below ?? 0}` }));
+      h('th', { scope: 'row', 'data-label': 'Resource', text: label }),
+      h('td', { class: 'num', 'data-label': 'Mean', text: `${pct(b?.mean)} → ${pct(a?.mean)}` }),
+      h('td', { class: 'num', 'data-label': 'Spread', text: `${pct(b?.stddev)} → ${pct(a?.stddev)}` }),
+      h('td', { class: 'num', 'data-label': 'Min–max', text: `${pct(b?.min)}–${pct(b?.max)} → ${pct(a?.min)}–${pct(a?.max)}` }),
+      h('td', { class: 'num', 'data-label': 'Above / below', text: `${b?.above ?? 0} / ${b?.below ?? 0} → ${a?.above ?? 0} / ${a?.below ?? 0}` }));
   };
-  return h('div', { class: 'table-wrap' }, h('table', { class: 'wi-summary' },
+  return h('div', { class: 'table-wrap', tabindex: '0', role: 'region', 'aria-label': 'Balance before and after' }, h('table', { class: 'wi-summary cards' },
     h('caption', { text: 'Balance before → after (percent of allocatable)' }),
     h('thead', {}, h('tr', {}, ['Resource', 'Mean', 'Spread (std. dev.)', 'Min–max', 'Nodes above / below thresholds']
       .map((c) => h('th', { scope: 'col', text: c })))),
@@ -92,7 +92,7 @@ function movesTable(result, compact) {
   const moves = result.moves ?? [];
   const shown = compact ? moves.slice(0, 50) : moves;
   return h('div', {},
-    h('div', { class: 'table-wrap' }, h('table', { class: 'wi-moves cards' },
+    h('div', { class: 'table-wrap', tabindex: '0', role: 'region', 'aria-label': 'Moves' }, h('table', { class: 'wi-moves cards' },
       h('caption', { text: `Moves, in the order they would be placed (${moves.length})` }),
       h('thead', {}, h('tr', {}, ['Decision', 'Pod', 'From', 'To'].map((c) => h('th', { scope: 'col', text: c })))),
       h('tbody', {}, shown.map((m) => h('tr', { class: m.to ? null : 'wi-unplaced', dataset: { decision: m.decision } },

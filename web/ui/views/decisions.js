@@ -370,7 +370,7 @@ export async function list(ctx) {
         h('span', { class: 'sub' }, 'on ', h('a', { href: route('clusters', d.cluster, 'nodes', d.node), text: d.node }), ` · ${d.cluster}`)),
       h('td', { class: 'status', 'data-label': 'Status' }, statusCell(d)),
       h('td', { class: 'plugin', 'data-label': 'Plugin' }, d.plugin, h('span', { class: 'sub', text: `${d.profile} · ${d.pluginSet}` })),
-      h('td', { class: 'reason', 'data-label': 'Reason', text: d.reason }),
+      h('td', { class: 'reason', 'data-label': 'Reason' }, h('span', { class: 'clamp', title: d.reason, text: d.reason })),
       h('td', { class: 'row-actions', 'data-label': 'Actions' }, actions));
     tr.addEventListener('focusin', () => { focusedId = d.id; });
     return { tr, decision: d, checkbox };
