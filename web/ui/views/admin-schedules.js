@@ -153,7 +153,7 @@ export async function page(ctx) {
       return;
     }
     replace(body, heading, table({
-      caption: 'Schedules', hiddenCaption: true, className: 'schedules cards',
+      caption: 'Every schedule', hiddenCaption: true, className: 'schedules cards',
       columns: ['#', 'Cluster', 'Profile', 'Every', 'After changes', 'Dry run', 'State', 'Last run', mayRun ? 'Actions' : null].filter(Boolean),
       rows: data.items.map((s) => h('tr', { dataset: { id: String(s.id) } },
         h('th', { scope: 'row', 'data-label': '#', text: `#${s.id}` }),

@@ -115,7 +115,7 @@ export async function page(ctx) {
       return;
     }
     replace(body, heading, table({
-      caption: 'Tokens', hiddenCaption: true, className: 'tokens cards',
+      caption: 'Every token', hiddenCaption: true, className: 'tokens cards',
       columns: ['Name', 'Role', 'Origin', 'Created by', 'Created', 'Expires', 'Actions'],
       rows: data.items.map((t) => h('tr', { dataset: { id: String(t.id) } },
         h('th', { scope: 'row', 'data-label': 'Name', text: t.name }),

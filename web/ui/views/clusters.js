@@ -34,7 +34,7 @@ export async function list(ctx) {
     return;
   }
   replace(body, table({
-    caption: 'Clusters',
+    caption: 'Every cluster',
     hiddenCaption: true,
     className: 'clusters cards',
     columns: ['Name', 'Backend', 'Connection', 'Nodes', 'Pods', 'Revision', 'Snapshot time', 'Warnings'],

@@ -33,7 +33,7 @@ export function argsTable(policy) {
   const defaults = policy.defaultArgs ?? {};
   const props = schema.properties ?? {};
   const names = [...new Set([...Object.keys(props), ...Object.keys(defaults)])];
-  const box = h('div', { class: 'args' },
+  return h('div', { class: 'args' },
     names.length ? table({
       caption: `Arguments of ${policy.name}`,
       hiddenCaption: true,
@@ -49,14 +49,6 @@ export function argsTable(policy) {
       h('pre', { tabindex: '0', 'aria-label': `Arguments schema of ${policy.name}`, text: JSON.stringify(schema, null, 2) })),
     h('details', {}, h('summary', { text: 'Default arguments (JSON)' }),
       h('pre', { tabindex: '0', 'aria-label': `Default arguments of ${policy.name}`, text: JSON.stringify(defaults, null, 2) })));
-  // The table may scroll inside its cell: reachable by keyboard, named for screen readers.
-  const wrap = box.querySelector('.table-wrap');
-  if (wrap) {
-    wrap.tabIndex = 0;
-    wrap.setAttribute('role', 'region');
-    wrap.setAttribute('aria-label', `Arguments of ${policy.name}`);
-  }
-  return box;
 }
 
 function uploadForm(ctx) {
@@ -104,7 +96,7 @@ export async function list(ctx) {
   }
   const mayAdmin = allowed(ctx, 'admin');
   replace(body, h('h2', { text: `Registered policies (${data.items.length})` }), table({
-    caption: 'Policies',
+    caption: 'Every policy',
     hiddenCaption: true,
     columns: ['Name', 'Version', 'Kind', 'Extension points', 'ABI', 'Size', 'Digest', 'Description and arguments', mayAdmin ? 'Actions' : null].filter(Boolean),
     className: 'policies cards',

@@ -231,7 +231,7 @@ export async function list(ctx) {
     return;
   }
   replace(body, table({
-    caption: 'Profiles',
+    caption: 'Every profile',
     hiddenCaption: true,
     className: 'profiles cards',
     columns: ['Name', 'Plugin sets', 'Enabled plugins', 'Warnings', 'Updated'],
