@@ -48,18 +48,29 @@ export function bandsFor(thresholds, metric, basis, values) {
   if (t.deviation) {
     const m = mean(values.filter((v) => v !== null)) ?? 0;
     low = low === null ? null : Math.max(0, m - low);
-    high = high === null ? null : m + high;
+    high = high === null ? null : Math.min(100, m + high);
   }
   if (low === null && high === null) return null;
   return { low, high, plugin: t.plugin, basis: t.basis, deviation: Boolean(t.deviation) };
 }
 
-/** `below`, `within`, `above` or `none` (no value) for a percentage against bands. */
+/**
+ * The bands of `metric` for `nodes` (NodeStat): deviation thresholds are relative to the mean of
+ * the Ready nodes, as the server's balance and descheduler compute it.
+ */
+export function bandsForNodes(thresholds, nodes, metric, basis) {
+  return bandsFor(thresholds, metric, basis, nodes.filter((n) => n.ready).map((n) => percentOf(n, metric, basis)));
+}
+
+/**
+ * `below` (at or under the low level: underutilized, as descheduler counts it), `above`
+ * (strictly over the high level), `within`, or `none` (no value).
+ */
 export function band(value, bands) {
   if (value === null || value === undefined) return 'none';
   if (!bands) return 'within';
   if (bands.high !== null && value > bands.high) return 'above';
-  if (bands.low !== null && value < bands.low) return 'below';
+  if (bands.low !== null && value <= bands.low) return 'below';
   return 'within';
 }
 
@@ -103,7 +114,7 @@ export function bandWords(value, bands) {
   if (which === 'none') return 'no measurement';
   if (!bands) return '';
   if (which === 'above') return `above the high threshold ${bands.high.toFixed(0)}%`;
-  if (which === 'below') return `below the low threshold ${bands.low.toFixed(0)}%`;
+  if (which === 'below') return `at or below the low threshold ${bands.low.toFixed(0)}%`;
   return 'within the thresholds';
 }
 
@@ -149,7 +160,7 @@ function legend(bands, metric, basis) {
   const what = `${METRICS[metric]} ${metric === 'pods' ? 'pods of capacity' : basis === 'usage' ? 'measured usage' : 'requested'}`;
   const items = bands
     ? [
-      bands.low !== null && swatch(colour(bands.low / 2, bands), `below ${bands.low.toFixed(0)}% (low threshold: underutilized)`),
+      bands.low !== null && swatch(colour(bands.low / 2, bands), `up to ${bands.low.toFixed(0)}% (low threshold: underutilized)`),
       swatch(colour(((bands.low ?? 0) + (bands.high ?? 100)) / 2, bands), `within the thresholds`),
       bands.high !== null && swatch(colour(Math.min(100, bands.high + 10), bands), `above ${bands.high.toFixed(0)}% (high threshold: overutilized)`),
     ]
@@ -173,7 +184,7 @@ function legend(bands, metric, basis) {
 export function renderHeatmap(nodes, { metric = 'cpu', basis = 'requested', thresholds = [], onSelect, label, selected } = {}) {
   const started = performance.now();
   const values = nodes.map((n) => percentOf(n, metric, basis));
-  const bands = bandsFor(thresholds, metric, basis, values);
+  const bands = bandsForNodes(thresholds, nodes, metric, basis);
   const canvas = h('canvas', {
     class: 'heatmap-canvas', tabindex: '0', role: 'img',
     'aria-label': `${label ?? 'Node heatmap'}: ${nodes.length} nodes. Use the arrow keys to move between nodes and Enter to open one; the tables below list the same nodes.`,

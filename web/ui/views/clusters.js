@@ -13,7 +13,7 @@ import {
   append, badge, empty, errorBox, facts, formatBytes, formatCpu, h, loading, replace, route, routeWithQuery, table, time,
 } from '../dom.js';
 import {
-  METRICS, band, bandsFor, percentOf, renderHeatmap, thresholdBar,
+  METRICS, band, bandsForNodes, percentOf, renderHeatmap, thresholdBar,
 } from '../heatmap.js';
 import { guarded } from './admin-kit.js';
 
@@ -90,10 +90,12 @@ function stats(values) {
 /** Mean, spread and counts beyond the thresholds of each metric, for the chosen basis. */
 function summarise(balance, basis) {
   return Object.keys(METRICS).map((metric) => {
-    const values = balance.nodes.map((n) => percentOf(n, metric, basis));
+    // Ready nodes only, as the server's balance (and descheduler) count them.
+    const values = balance.nodes.filter((n) => n.ready).map((n) => percentOf(n, metric, basis));
     const s = stats(values);
-    const bands = bandsFor(balance.thresholds, metric, basis, values);
-    const server = basis === 'requested' ? balance.summary?.[metric] : null;
+    const bands = bandsForNodes(balance.thresholds, balance.nodes, metric, basis);
+    // The server's figures are of the first threshold's basis (requested without thresholds).
+    const server = basis === (balance.thresholds?.[0]?.basis ?? 'requested') ? balance.summary?.[metric] : null;
     let above = 0;
     let below = 0;
     for (const v of values) {
@@ -109,7 +111,6 @@ function summarise(balance, basis) {
       max: server?.max ?? s?.max ?? null,
       above: server?.above ?? above,
       below: server?.below ?? below,
-      measured: s?.count ?? 0,
       bands,
     };
   });
@@ -254,8 +255,7 @@ export async function detail(ctx) {
       replace(panel, h('p', { class: 'help', text: 'Select a node (click it, or focus the heatmap and press Enter) to see its figures and open its pods, decisions and pod migrations.' }));
       return;
     }
-    const bandsOf = (metric) => bandsFor(state.balance.thresholds, metric, state.basis,
-      state.balance.nodes.map((x) => percentOf(x, metric, state.basis)));
+    const bandsOf = (metric) => bandsForNodes(state.balance.thresholds, state.balance.nodes, metric, state.basis);
     replace(panel, h('div', { class: 'card' },
       h('h3', { tabindex: '-1', text: `Node ${n.name}` }),
       h('p', {}, nodeState(n)),
@@ -271,6 +271,7 @@ export async function detail(ctx) {
 
   const renderSummary = () => {
     const rows = summarise(state.balance, state.basis);
+    const unmeasured = state.balance.nodes.filter((n) => percentOf(n, 'cpu', 'usage') === null && percentOf(n, 'memory', 'usage') === null).length;
     const heading = summary.firstChild;
     replace(summary, heading, table({
       caption: `Balance of ${name}: ${state.basis === 'usage' ? 'measured usage' : 'requested'} as % of allocatable${state.profile ? `, thresholds of profile ${state.profile}` : ''}`,
@@ -285,8 +286,9 @@ export async function detail(ctx) {
         h('td', { class: 'num', 'data-label': 'Above high', text: r.bands?.high !== null && r.bands ? String(r.above) : '—' }),
         h('td', { class: 'num', 'data-label': 'Below low', text: r.bands?.low !== null && r.bands ? String(r.below) : '—' }),
         h('td', { 'data-label': 'Thresholds', text: r.bands ? `${r.bands.low === null ? '—' : `${r.bands.low.toFixed(0)}%`} – ${r.bands.high === null ? '—' : `${r.bands.high.toFixed(0)}%`}${r.bands.deviation ? ' (from the mean)' : ''}` : 'none' }))),
-    }), state.basis === 'usage' && rows[0].measured < state.balance.nodes.length
-      ? h('p', { class: 'help', text: `${state.balance.nodes.length - rows[0].measured} of ${state.balance.nodes.length} nodes report no measured usage (no NodeMetric or metrics.k8s.io figure); they are left out and drawn grey.` })
+    }), h('p', { class: 'help', text: `Over the ${state.balance.nodes.filter((n) => n.ready).length} Ready nodes of ${state.balance.nodes.length}, as descheduler counts them; above: strictly over the high level, below: at or under the low level.` }),
+    state.basis === 'usage' && unmeasured > 0
+      ? h('p', { class: 'help', text: `${unmeasured} of ${state.balance.nodes.length} nodes report no measured usage (no NodeMetric or metrics.k8s.io figure); they are left out and drawn grey.` })
       : null);
   };
 
@@ -294,7 +296,7 @@ export async function detail(ctx) {
     const { metric, basis } = state;
     const nodes = state.balance.nodes;
     const values = nodes.map((n) => percentOf(n, metric, basis));
-    const bands = bandsFor(state.balance.thresholds, metric, basis, values);
+    const bands = bandsForNodes(state.balance.thresholds, nodes, metric, basis);
     const heading = h('h2', { id: 'beyond-title', text: `Nodes beyond the thresholds (${METRICS[metric]})` });
     if (!bands) {
       replace(beyond, heading, h('p', { class: 'help', text: 'No thresholds for this metric: choose a profile with LowNodeUtilization, HighNodeUtilization or LowNodeLoad.' }));
@@ -302,7 +304,9 @@ export async function detail(ctx) {
     }
     const above = [];
     const below = [];
+    // Ready nodes, as the balance summary counts them.
     nodes.forEach((n, i) => {
+      if (!n.ready) return;
       const b = band(values[i], bands);
       if (b === 'above') above.push([n, values[i]]);
       else if (b === 'below') below.push([n, values[i]]);
@@ -322,7 +326,7 @@ export async function detail(ctx) {
       items.length > LIMIT ? h('p', { class: 'help', text: `The first ${LIMIT} are listed; sort the table below by ${METRICS[metric]} for the rest.` }) : null);
     replace(beyond, heading, h('div', { class: 'beyond' },
       bands.high !== null && listOf('above-title', `Above ${bands.high.toFixed(0)}%`, above),
-      bands.low !== null && listOf('below-title', `Below ${bands.low.toFixed(0)}%`, below)));
+      bands.low !== null && listOf('below-title', `At or below ${bands.low.toFixed(0)}%`, below)));
   };
 
   const SORTS = {
@@ -355,8 +359,7 @@ export async function detail(ctx) {
     const pages = Math.max(1, Math.ceil(items.length / PAGE_SIZE));
     state.page = Math.min(state.page, pages - 1);
     const shown = items.slice(state.page * PAGE_SIZE, (state.page + 1) * PAGE_SIZE);
-    const bandsOf = Object.fromEntries(Object.keys(METRICS).map((m) => [m, bandsFor(state.balance.thresholds, m, state.basis,
-      state.balance.nodes.map((x) => percentOf(x, m, state.basis)))]));
+    const bandsOf = Object.fromEntries(Object.keys(METRICS).map((m) => [m, bandsForNodes(state.balance.thresholds, state.balance.nodes, m, state.basis)]));
     const what = state.basis === 'usage' ? 'used' : 'requested';
     replace(tableHolder, table({
       caption: `Nodes of ${name}: ${what} resources as a share of allocatable, coloured by the thresholds`,
@@ -494,7 +497,7 @@ export async function node(ctx) {
     replace(summary, empty(`Cluster ${name} has no node named ${nodeName} (any more).`));
   } else {
     const bar = (metric, basis) => thresholdBar(METRICS[metric], percentOf(n, metric, basis),
-      bandsFor(balance.thresholds, metric, basis, balance.nodes.map((x) => percentOf(x, metric, basis))), amounts(n, metric, basis));
+      bandsForNodes(balance.thresholds, balance.nodes, metric, basis), amounts(n, metric, basis));
     replace(summary, h('div', { class: 'node-summary' },
       facts([['State', nodeState(n)], ['Pods', `${n.pods.count} of ${n.pods.capacity}`],
         ['Thresholds', profile ? `of profile ${profile}` : 'none (no profile chosen)']]),
