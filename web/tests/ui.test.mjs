@@ -261,6 +261,30 @@ let approvedId = null;
     await page.setViewportSize(DESKTOP);
   });
 
+  await step('the focus ring has at least 3:1 contrast against the page', async () => {
+    await page.goto(`${BASE}/#/decisions`);
+    const input = page.locator('#filter-run');
+    await input.focus();
+    const ring = await input.evaluate((el) => {
+      const style = getComputedStyle(el);
+      const parse = (c) => c.match(/\d+(\.\d+)?/g).slice(0, 3).map(Number);
+      const lum = ([r, g, b]) => {
+        const f = (v) => { const x = v / 255; return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; };
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+      };
+      const ratio = (a, b) => { const [hi, lo] = [lum(a), lum(b)].sort((x, y) => y - x); return (hi + 0.05) / (lo + 0.05); };
+      const ringColor = parse(style.outlineColor);
+      return {
+        width: parseFloat(style.outlineWidth),
+        style: style.outlineStyle,
+        ratios: ['rgb(255,255,255)', getComputedStyle(document.documentElement).backgroundColor, 'rgb(230,238,247)']
+          .map((bg) => ratio(ringColor, parse(bg))),
+      };
+    });
+    check(ring.style !== 'none' && ring.width >= 2, `the focus ring is ${ring.width}px ${ring.style}`);
+    check(ring.ratios.every((r) => r >= 3), `focus ring contrast ${ring.ratios.map((r) => r.toFixed(2)).join(', ')} (needs 3:1)`);
+  });
+
   await step('the queue header row sticks while the rows scroll', async () => {
     await page.goto(`${BASE}/#/decisions`);
     await page.locator('table.decisions tbody tr').nth(20).waitFor();

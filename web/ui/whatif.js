@@ -47,7 +47,7 @@ export function whatIfBody({ ids, filter, run, profile } = {}) {
 }
 
 /** One horizontal bar with its threshold marks; `after` draws a second bar below. */
-function bar(metric, label, before, after, thresholds) {
+function bar(metric, label, before, after, thresholds, mean = null) {
   const track = (value, kind) => {
     const fill = h('span', { class: `wi-fill wi-${kind}` });
     fill.style.width = `${Math.max(0, Math.min(100, value ?? 0))}%`;
@@ -57,9 +57,15 @@ function bar(metric, label, before, after, thresholds) {
   const marks = [];
   for (const t of thresholds) {
     for (const [edge, value] of [['low', t.low?.[metric]], ['high', t.high?.[metric]]]) {
-      if (typeof value !== 'number' || t.deviation) continue;
-      const mark = h('span', { class: `wi-mark wi-mark-${edge}`, title: `${t.plugin} ${edge} threshold ${value}% (${t.basis})` });
-      mark.style.left = `${Math.max(0, Math.min(100, value))}%`;
+      if (typeof value !== 'number') continue;
+      // Deviation thresholds are relative to the mean (useDeviationThresholds).
+      if (t.deviation && typeof mean !== 'number') continue;
+      const at = t.deviation ? (edge === 'low' ? mean - value : mean + value) : value;
+      const mark = h('span', {
+        class: `wi-mark wi-mark-${edge}`,
+        title: `${t.plugin} ${edge} threshold ${t.deviation ? `mean ${edge === 'low' ? '−' : '+'} ${value}% = ${at.toFixed(1)}%` : `${value}%`} (${t.basis})`,
+      });
+      mark.style.left = `${Math.max(0, Math.min(100, at))}%`;
       marks.push(mark);
     }
   }
@@ -125,7 +131,8 @@ function nodesSection(result, compact) {
     h('ul', { class: 'wi-node-list' }, listed.map((n) => h('li', { class: 'wi-node', dataset: { node: n.name } },
       h('span', { class: 'wi-node-name', text: n.name }),
       METRICS.map(([metric, label]) => bar(metric, label,
-        percentOf(n, metric, basis), percentOf(after.get(n.name), metric, basis), thresholds))))),
+        percentOf(n, metric, basis), percentOf(after.get(n.name), metric, basis), thresholds,
+        result.before?.summary?.[metric]?.mean ?? null))))),
     listed.length < nodes.length ? h('p', { class: 'muted', text: `${nodes.length - listed.length} more node(s) not drawn.` }) : null);
 }
 

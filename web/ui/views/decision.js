@@ -98,6 +98,11 @@ export async function detail(ctx) {
 
   // What-if of this one move (only meaningful while it can still be approved).
   if (d.status === 'proposed') {
+    if (d.dryRun || d.supersededBy) {
+      append(whatIf, h('p', { class: 'notice', text: d.dryRun
+        ? 'This decision came from a dry run and can never be approved; the simulation shows what the move would do.'
+        : 'This decision was superseded; the simulation shows what the move would have done.' }));
+    }
     append(whatIf, loading('the what-if'));
     try {
       const r = await api(`/clusters/${encodeURIComponent(d.cluster)}/what-if`, { method: 'POST', body: whatIfBody({ ids: [d.id] }), signal: ctx.signal });

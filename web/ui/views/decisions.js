@@ -310,8 +310,12 @@ export async function list(ctx) {
   const byFilter = () => (answer) => {
     const names = filters.cluster ? [filters.cluster] : clusters.items.map((c) => c.name);
     const acted = answer.approved ?? answer.rejected ?? 0;
-    // When the sample holds every decision acted on, their ids are exact.
+    // Exactly the decisions that would be approved: the sample when it holds all of them, or
+    // the preview's ids when the filter names the cluster.
     if ((answer.sample ?? []).length === acted && acted > 0) return byIds(answer.sample)();
+    if (filters.cluster && Array.isArray(answer.ids) && answer.ids.length === acted) {
+      return [{ cluster: filters.cluster, body: whatIfBody({ ids: answer.ids }) }];
+    }
     return names.map((cluster) => ({ cluster, body: whatIfBody({ filter: { ...actionFilter(), status: 'proposed' } }) }));
   };
 
