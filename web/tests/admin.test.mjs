@@ -211,6 +211,9 @@ await scenario('admin', async ({ page, context, newPage }) => {
         line: prof.lineOfPath(yaml, 'profiles[0].pluginConfig[1].args.thresholds.cpu'),
         lineItem: prof.lineOfPath(yaml, 'profiles[0].pluginConfig[1]'),
         lineMissing: prof.lineOfPath(yaml, 'nothing.here'),
+        // The server's own YAML puts a list's items at its key's indentation.
+        serverStyle: ['profiles[0].pluginConfig[0].args.thresholds.cpu', 'profiles[0].pluginConfig[1].args', 'profiles[0].plugins.balance.enabled[1]']
+          .map((path) => prof.lineOfPath('apiVersion: x\nprofiles:\n- name: balance\n  pluginConfig:\n  - args:\n      targetThresholds:\n        cpu: 60\n      thresholds:\n        cpu: 20\n    name: LowNodeUtilization\n  - args: {}\n    name: Other\n  plugins:\n    balance:\n      enabled:\n      - LowNodeUtilization\n      - Nope\n', path)),
         kube,
       };
     });
@@ -225,6 +228,7 @@ await scenario('admin', async ({ page, context, newPage }) => {
       check(results.kube.includes(text), `the Kubernetes panel lacks "${text}":\n${results.kube}`);
     }
     check(results.line === 9 && results.lineItem === 6 && results.lineMissing === -1, `YAML lines: ${results.line}, ${results.lineItem}, ${results.lineMissing}`);
+    check(same(results.serverStyle, [8, 10, 16]), `YAML lines in the server's style: ${results.serverStyle}`);
   });
 
   await step('import a profile: a refused YAML lists each problem at its path', async () => {
