@@ -24,6 +24,8 @@
 //!   each cluster to its backend (the contract is `rebalancer_backend`).
 //! - [`managed`]: Kubernetes clusters the operator connected (`rebalancer_kube`): live sync,
 //!   Leases, their backends, and whether this server may act on each.
+//! - [`whatif`]: the balance thresholds of a profile, for the balance and what-if views
+//!   (`rebalancer_cluster::whatif` computes them).
 //! - [`metrics`]: Prometheus counters and histograms, rendered at `/metrics`.
 //! - [`strict_json`]: request bodies take a JSON object where the API document says object.
 //!
@@ -51,3 +53,4 @@ pub mod retention;
 pub mod strict_json;
 pub mod telemetry;
 pub mod trigger;
+pub mod whatif;

@@ -31,6 +31,8 @@ pub struct ManagedCluster {
     pub live: LiveCluster,
     pub leadership: Leadership,
     pub backend: Arc<KubeBackend>,
+    /// How this server reserves room before an eviction there (`--reservation-mode`).
+    pub reservation_mode: rebalancer_kube::ReservationMode,
 }
 
 /// Every managed cluster. Cheap to clone.
@@ -99,6 +101,10 @@ pub struct KubeView {
     /// revision: a missing placeholder PriorityClass (when placeholder pods may be used,
     /// reservation mode `auto` or `placeholder`). Empty when nothing does.
     pub warnings: Vec<String>,
+    /// How room is reserved before an eviction (`--reservation-mode`): `auto` (Koordinator
+    /// Reservations where the API server serves them, placeholder pods otherwise),
+    /// `reservation` or `placeholder`. The last sync is `connection.lastSyncMs`.
+    pub reservation_mode: rebalancer_kube::ReservationMode,
 }
 
 impl Managed {
@@ -139,6 +145,7 @@ impl Managed {
                     live,
                     leadership,
                     backend,
+                    reservation_mode: settings.act.reservation_mode,
                 },
             );
         }
@@ -262,6 +269,7 @@ impl Managed {
                 warnings: connection.warnings.clone(),
                 connection,
                 lease: c.leadership.status(),
+                reservation_mode: c.reservation_mode,
             }
         })
     }

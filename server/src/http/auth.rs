@@ -108,6 +108,9 @@ pub const ROUTE_ACCESS: &[RouteAccess] = &[
     row(Method::PUT, "/api/v1/clusters/{name}/snapshot", OPERATOR),
     row(Method::GET, "/api/v1/clusters/{name}/nodes", VIEWER),
     row(Method::GET, "/api/v1/clusters/{name}/pods", VIEWER),
+    row(Method::GET, "/api/v1/clusters/{name}/balance", VIEWER),
+    // A read: what-if simulates, it changes nothing (POST only to carry the selection).
+    row(Method::POST, "/api/v1/clusters/{name}/what-if", VIEWER),
     row(Method::GET, "/api/v1/policies", VIEWER),
     row(Method::POST, "/api/v1/policies", ADMIN),
     row(Method::GET, "/api/v1/policies/{name}", VIEWER),
@@ -435,6 +438,9 @@ mod tests {
             (Method::POST, "/api/v1/pod-migrations/{id}/abort", APPROVER),
             (Method::PUT, "/api/v1/clusters/{name}/snapshot", OPERATOR),
             (Method::POST, "/api/v1/runs", OPERATOR),
+            // A simulation: viewers may ask, though it is a POST.
+            (Method::POST, "/api/v1/clusters/{name}/what-if", VIEWER),
+            (Method::GET, "/api/v1/clusters/{name}/balance", VIEWER),
             (Method::DELETE, "/api/v1/schedules/{id}", OPERATOR),
             (Method::DELETE, "/api/v1/clusters/{name}", ADMIN),
             (Method::PUT, "/api/v1/arbitration", ADMIN),

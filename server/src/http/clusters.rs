@@ -496,7 +496,10 @@ pub async fn get_cluster(
 
 /// The loaded snapshot of a cluster: 404 when the cluster does not exist, 503 for a managed
 /// cluster with no revision yet, 409 when its stored state could not be loaded.
-async fn snapshot_of(state: &AppState, name: &str) -> Result<Arc<ClusterSnapshot>, ApiError> {
+pub(super) async fn snapshot_of(
+    state: &AppState,
+    name: &str,
+) -> Result<Arc<ClusterSnapshot>, ApiError> {
     if let Some(snapshot) = state.clusters.get(name) {
         return Ok(snapshot);
     }

@@ -1,8 +1,9 @@
 //! What the routes' `#[utoipa::path]` annotations and the derives cannot say in the OpenAPI
 //! document, added once every route is in it ([`complete`]): the shared error responses
 //! (`components/responses`), the answers every `/api/v1` route can give whatever it does (503
-//! during start-up, 500), and the cross-field rules of two request bodies as an `anyOf` (a bulk
-//! approval names a filter; a schedule has an interval or `onChange: true`).
+//! during start-up, 500), and the cross-field rules of three request bodies as an `anyOf` or a
+//! `oneOf` (a bulk approval names a filter; a schedule has an interval or `onChange: true`; a
+//! what-if selects by exactly one of ids, a filter or a run).
 //!
 //! Must not: describe a route's own answers (they stay in its annotation, beside the handler)
 //! or the roles and their 401/403 (`auth::document_roles`). The integration test
@@ -10,7 +11,9 @@
 //! description, `{param}` routes document `invalid_path`, JSON bodies 415 and `invalid_json`).
 
 use utoipa::ToResponse;
-use utoipa::openapi::schema::{AllOfBuilder, AnyOfBuilder, ObjectBuilder, Schema, Type};
+use utoipa::openapi::schema::{
+    AllOfBuilder, AnyOfBuilder, ObjectBuilder, OneOfBuilder, Schema, Type,
+};
 use utoipa::openapi::{OpenApi, Ref, RefOr};
 
 use super::error::{Internal, NotReady, PayloadTooLarge, UnsupportedMediaType};
@@ -64,6 +67,16 @@ pub fn complete(openapi: &mut OpenApi) {
             ("ids", Type::Array),
         ],
     );
+    // `POST /api/v1/clusters/{name}/what-if`: exactly one selection.
+    require_exactly_one_of(
+        components,
+        "WhatIfRequest",
+        &[
+            ("decisions", Type::Array),
+            ("filter", Type::Object),
+            ("run", Type::Integer),
+        ],
+    );
     // A schedule runs periodically, after changes, or both: never neither.
     if let Some(schema) = components.schemas.remove("ScheduleRequest") {
         let interval = ObjectBuilder::new().required("intervalSeconds").property(
@@ -100,6 +113,33 @@ fn require_one_of(
     };
     let mut rule = AnyOfBuilder::new().description(Some(format!(
         "at least one of {}, not null",
+        fields
+            .iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )));
+    for (name, kind) in fields {
+        let field = ObjectBuilder::new().schema_type(kind.clone());
+        rule = rule.item(ObjectBuilder::new().required(*name).property(*name, field));
+    }
+    let combined = RefOr::T(Schema::AllOf(
+        AllOfBuilder::new().item(original).item(rule).build(),
+    ));
+    components.schemas.insert(schema.into(), combined);
+}
+
+/// `schema` must hold exactly one of `fields`, not null (its type is given).
+fn require_exactly_one_of(
+    components: &mut utoipa::openapi::Components,
+    schema: &str,
+    fields: &[(&str, Type)],
+) {
+    let Some(original) = components.schemas.remove(schema) else {
+        return;
+    };
+    let mut rule = OneOfBuilder::new().description(Some(format!(
+        "exactly one of {}, not null",
         fields
             .iter()
             .map(|(name, _)| *name)

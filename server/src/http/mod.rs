@@ -40,6 +40,7 @@ pub mod tls;
 pub mod tokens;
 pub mod ui;
 pub mod whoami;
+pub mod whatif;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -84,7 +85,7 @@ pub const DOCS_PATH: &str = "/docs";
     )),
     tags(
         (name = "health", description = "Liveness and readiness"),
-        (name = "clusters", description = "Cluster state: snapshot push, nodes with utilization, pods"),
+        (name = "clusters", description = "Cluster state: snapshot push, nodes with utilization, pods, balance and what-if"),
         (name = "policies", description = "WebAssembly policy modules (built-in and uploaded)"),
         (name = "profiles", description = "Profiles: DeschedulerPolicy (descheduler/v1alpha2) documents"),
         (name = "runs", description = "Evaluations of a profile over a cluster"),
@@ -143,6 +144,8 @@ fn api_routes(body_limit: usize) -> OpenApiRouter<AppState> {
         ))
         .routes(utoipa_axum::routes!(clusters::list_nodes))
         .routes(utoipa_axum::routes!(clusters::list_pods))
+        .routes(utoipa_axum::routes!(whatif::get_balance))
+        .routes(utoipa_axum::routes!(whatif::what_if))
         .routes(utoipa_axum::routes!(
             policies::upload_policy,
             policies::list_policies
@@ -348,6 +351,8 @@ mod tests {
             "/api/v1/clusters/{name}/snapshot",
             "/api/v1/clusters/{name}/nodes",
             "/api/v1/clusters/{name}/pods",
+            "/api/v1/clusters/{name}/balance",
+            "/api/v1/clusters/{name}/what-if",
             "/api/v1/policies",
             "/api/v1/policies/{name}",
             "/api/v1/profiles",
@@ -380,6 +385,6 @@ mod tests {
                 "{path} missing: {paths:?}"
             );
         }
-        assert_eq!(paths.len(), 33, "{paths:?}");
+        assert_eq!(paths.len(), 35, "{paths:?}");
     }
 }

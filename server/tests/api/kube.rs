@@ -604,6 +604,8 @@ async fn a_kubernetes_cluster_is_synced_shown_and_refuses_pushes() {
         view["kubernetes"]["connection"]["lastSyncMs"].is_i64(),
         "{view:#}"
     );
+    // How room is reserved before an eviction (--reservation-mode, `auto` by default).
+    assert_eq!(view["kubernetes"]["reservationMode"], "auto", "{view:#}");
     assert!(
         !view.to_string().contains("fake-token"),
         "credentials never leave"

@@ -36,3 +36,4 @@ mod timeouts;
 mod tls;
 mod triggers;
 mod ui;
+mod whatif;

@@ -17,6 +17,8 @@
 //! - [`utilization`](node_utilization), [`pdb`], [`scheduling`]: what the API, the executor
 //!   and the simulated backend ask of a snapshot (requests per node, PDB headroom, node fit and
 //!   reservation placement).
+//! - [`whatif`]: per-node load, the cluster's balance against thresholds, and where a series of
+//!   moves would land (the same scheduling as reservations).
 //! - `fixtures` (tests, or the `fixtures` feature): builders of small objects and snapshots.
 //!
 //! Owns the path from a Kubernetes document to the archive policies read:
@@ -55,6 +57,7 @@ mod topology;
 mod usage;
 mod utilization;
 pub mod validation;
+pub mod whatif;
 mod wire;
 
 #[cfg(test)]

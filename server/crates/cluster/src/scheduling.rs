@@ -15,9 +15,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use rebalancer_policy_sdk::evictor::{ClusterIndex, NodeFitError, node_fit_error};
-use rebalancer_policy_sdk::k8s::affinity::pod_affinity_term_selects;
+use rebalancer_policy_sdk::k8s::affinity::{
+    pod_affinity_term_selects, pod_matches_node_selector_and_required_affinity,
+};
 use rebalancer_policy_sdk::k8s::selector::label_selector_is_valid;
-use rebalancer_policy_sdk::model::StrId;
+use rebalancer_policy_sdk::k8s::taints::tolerates_all;
+use rebalancer_policy_sdk::model::{StrId, TaintEffect};
 use rebalancer_policy_sdk::view::{Cluster, NodeRef, PodRef};
 
 /// Capacity a reservation holds on a node.
@@ -112,40 +115,57 @@ pub struct Scheduler<'a> {
     held_count: Vec<i64>,
     /// Per node: the reserved pods (for anti-affinity).
     held_pods: Vec<Vec<u32>>,
+    /// Per node: its position in name order (the score's tie-break).
+    name_rank: Vec<u32>,
 }
 
 impl<'a> Scheduler<'a> {
     /// `index` must have been built from `cluster`; `held` are the reservations holding capacity.
     pub fn new(cluster: Cluster<'a>, index: &'a ClusterIndex, held: &[Held]) -> Self {
         let n = cluster.node_count();
+        let mut by_name: Vec<u32> = (0..n as u32).collect();
+        by_name.sort_unstable_by(|&a, &b| cluster.node(a).name().cmp(cluster.node(b).name()));
+        let mut name_rank = vec![0; n];
+        for (rank, &node) in by_name.iter().enumerate() {
+            name_rank[node as usize] = rank as u32;
+        }
         let mut s = Scheduler {
             cluster,
             index,
             held: vec![Vec::new(); n],
             held_count: vec![0; n],
             held_pods: vec![Vec::new(); n],
+            name_rank,
         };
         for h in held {
-            let Some(node) = (h.node as usize).lt(&n).then_some(h.node as usize) else {
-                continue;
-            };
-            s.held_count[node] += 1;
-            if let Some(p) = h.template_pod {
-                s.held_pods[node].push(p);
-            }
-            for (name, milli) in &h.requests {
-                // A resource the snapshot never names cannot be asked for by anyone else.
-                let Some(id) = cluster.lookup(name) else {
-                    continue;
-                };
-                let sums = &mut s.held[node];
-                match sums.iter_mut().find(|(r, _)| *r == id) {
-                    Some((_, total)) => *total = total.saturating_add(*milli),
-                    None => sums.push((id, *milli)),
-                }
-            }
+            s.hold(h);
         }
         s
+    }
+
+    /// Count `h` as held from now on: later placements see its resources, its pod slot and
+    /// its template pod's labels, as they would a reservation's (what-if places a series of
+    /// moves this way). A node id outside the snapshot is ignored.
+    pub fn hold(&mut self, h: &Held) {
+        let node = h.node as usize;
+        if node >= self.held_count.len() {
+            return;
+        }
+        self.held_count[node] += 1;
+        if let Some(p) = h.template_pod {
+            self.held_pods[node].push(p);
+        }
+        for (name, milli) in &h.requests {
+            // A resource the snapshot never names cannot be asked for by anyone else.
+            let Some(id) = self.cluster.lookup(name) else {
+                continue;
+            };
+            let sums = &mut self.held[node];
+            match sums.iter_mut().find(|(r, _)| *r == id) {
+                Some((_, total)) => *total = total.saturating_add(*milli),
+                None => sums.push((id, *milli)),
+            }
+        }
     }
 
     /// Milli-amount of `resource` held by reservations on `node`.
@@ -249,47 +269,117 @@ impl<'a> Scheduler<'a> {
             }
             let after = self.used(pod, node, id).saturating_add(pod.request(id));
             let free = alloc.saturating_sub(after).max(0);
-            total += i64::try_from(i128::from(free) * 100 / i128::from(alloc)).unwrap_or(0);
+            // 0 ≤ free ≤ alloc, so the share is 0–100; i128 only when ×100 overflows (a
+            // 128-bit division is slow and this runs for every node of every placement).
+            total += match free.checked_mul(100) {
+                Some(scaled) => scaled / alloc,
+                None => i64::try_from(i128::from(free) * 100 / i128::from(alloc)).unwrap_or(0),
+            };
         }
         total / 2
     }
 
+    /// Whether a copy of `pod` is short of a resource or a pod slot on `node` once what is
+    /// held there counts: the checks [`Scheduler::unfit`] ends with, without building a
+    /// reason. When true, `unfit` is `Some` (maybe with an earlier reason).
+    fn short(&self, pod: PodRef<'_>, node: NodeRef<'_>) -> bool {
+        let own = pod.node() == Some(node.id) && !pod.is_terminal();
+        let short_of = pod.raw.requests.iter().any(|q| {
+            let id = q.resource.to_native();
+            q.milli.to_native()
+                > node
+                    .allocatable(id)
+                    .saturating_sub(self.used(pod, node, id))
+        });
+        short_of
+            || self.index.ids().pods.is_some_and(|pods| {
+                let slots = i64::from(self.index.active_pod_count(node.id)) - i64::from(own)
+                    + self.held_count(node.id);
+                node.allocatable(pods) - slots * 1000 < 1000
+            })
+    }
+
+    fn excluded(node: NodeRef<'_>, constraints: &Constraints<'_>) -> Option<Unfit> {
+        if constraints.target.is_some_and(|t| t != node.name()) {
+            Some(Unfit::NotTarget)
+        } else if constraints.exclude.iter().any(|e| e == node.name()) {
+            Some(Unfit::Excluded)
+        } else {
+            None
+        }
+    }
+
     /// The best node for a copy of `pod`: feasible, highest score, then lowest name.
+    ///
+    /// The full predicates are the costly part (anti-affinity looks at every pod of the
+    /// node), so they run last: the nodes that pass the cheap checks (not excluded, ready, not
+    /// cordoned, room, taints, node selector and affinity) are ranked by score and name, and
+    /// the first of them [`Scheduler::unfit`] accepts is the answer (most often the first). Only
+    /// when no node fits are the reasons of every node collected, for the message.
     pub fn place(
         &self,
         pod: PodRef<'_>,
         constraints: Constraints<'_>,
     ) -> Result<u32, Unschedulable> {
-        let mut best: Option<(i64, NodeRef<'a>)> = None;
+        // The constraints as interned names (a name the snapshot never interned is no node's).
+        let target = constraints.target.map(|t| self.cluster.lookup(t));
+        let exclude: Vec<StrId> = constraints
+            .exclude
+            .iter()
+            .filter_map(|e| self.cluster.lookup(e))
+            .collect();
+        let allowed = |node: NodeRef<'_>| {
+            let name = node.name_id();
+            target.is_none_or(|t| t == Some(name)) && !exclude.contains(&name)
+        };
+        let mut ranked: Vec<(i64, u32, u32)> = self
+            .cluster
+            .nodes()
+            // Checks `unfit` makes too, cheapest first; anti-affinity (the costly one) waits.
+            .filter(|&node| {
+                allowed(node)
+                    && node.is_ready()
+                    && !node.is_unschedulable()
+                    && !self.short(pod, node)
+                    && tolerates_all(
+                        pod,
+                        node,
+                        &[TaintEffect::NoSchedule, TaintEffect::NoExecute],
+                    )
+                    && pod_matches_node_selector_and_required_affinity(pod, node)
+            })
+            .map(|node| {
+                (
+                    self.score(pod, node),
+                    self.name_rank[node.id as usize],
+                    node.id,
+                )
+            })
+            .collect();
+        let order = |a: &(i64, u32, u32), b: &(i64, u32, u32)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
+        let fits = |node: u32| self.unfit(pod, self.cluster.node(node)).is_none();
+        // Most often the best-ranked node fits: no need to sort the others.
+        if let Some(&(_, _, node)) = ranked.iter().min_by(|a, b| order(a, b))
+            && fits(node)
+        {
+            return Ok(node);
+        }
+        ranked.sort_unstable_by(order);
+        if let Some(&(_, _, node)) = ranked.iter().skip(1).find(|&&(_, _, node)| fits(node)) {
+            return Ok(node);
+        }
         let mut reasons: BTreeMap<Unfit, usize> = BTreeMap::new();
         for node in self.cluster.nodes() {
-            let unfit = if constraints.target.is_some_and(|t| t != node.name()) {
-                Some(Unfit::NotTarget)
-            } else if constraints.exclude.iter().any(|e| e == node.name()) {
-                Some(Unfit::Excluded)
-            } else {
-                self.unfit(pod, node)
-            };
-            if let Some(reason) = unfit {
+            if let Some(reason) =
+                Self::excluded(node, &constraints).or_else(|| self.unfit(pod, node))
+            {
                 *reasons.entry(reason).or_default() += 1;
-                continue;
-            }
-            let score = self.score(pod, node);
-            let better = match &best {
-                None => true,
-                Some((s, b)) => score > *s || (score == *s && node.name() < b.name()),
-            };
-            if better {
-                best = Some((score, node));
             }
         }
-        match best {
-            Some((_, node)) => Ok(node.id),
-            None => Err(Unschedulable {
-                nodes: self.cluster.node_count(),
-                reasons,
-            }),
-        }
+        Err(Unschedulable {
+            nodes: self.cluster.node_count(),
+            reasons,
+        })
     }
 }
 

@@ -56,8 +56,9 @@ pub const EVICT_TRIGGER: &str = "koordinator.sh/evict-trigger";
 /// Koordinator's reservation order label (oldest migration wins).
 pub const RESERVATION_ORDER: &str = "scheduling.koordinator.sh/reservation-order";
 
-/// How capacity is reserved before an eviction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// How capacity is reserved before an eviction (`--reservation-mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum ReservationMode {
     /// Koordinator Reservations where the API server serves them, placeholder pods otherwise.
     #[default]
