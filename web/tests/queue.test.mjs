@@ -72,7 +72,7 @@ await scenario('queue', async ({ page }) => {
 
   let namespace;
   await step('filters and pod search go into the URL and are answered by the server', async () => {
-    const open = await apiOk('GET', `/decisions?${query({ status: 'proposed', limit: 1000 })}`);
+    const open = await apiOk('GET', `/decisions?${query({ run: run2.id, status: 'proposed', limit: 1000 })}`);
     const byNamespace = new Map();
     for (const d of open.items) byNamespace.set(d.pod.namespace, (byNamespace.get(d.pod.namespace) ?? 0) + 1);
     namespace = [...byNamespace.entries()].sort((a, b) => b[1] - a[1])[0][0];

@@ -263,8 +263,11 @@ let approvedId = null;
 
   await step('the focus ring has at least 3:1 contrast against the page', async () => {
     await page.goto(`${BASE}/#/decisions`);
+    await page.locator('table.decisions tbody tr').first().waitFor();
+    await page.locator('main[aria-busy="false"]').waitFor();
     const input = page.locator('#filter-run');
     await input.focus();
+    await page.waitForFunction(() => document.activeElement?.id === 'filter-run');
     const ring = await input.evaluate((el) => {
       const style = getComputedStyle(el);
       const parse = (c) => c.match(/\d+(\.\d+)?/g).slice(0, 3).map(Number);

@@ -25,7 +25,14 @@ const nav = document.getElementById('nav');
 const session = document.getElementById('session');
 const flashRegion = document.getElementById('flash');
 const who = document.getElementById('who');
-const live = createLive({ indicator: document.getElementById('live') });
+const live = createLive({
+  indicator: document.getElementById('live'),
+  // The events stream is refused (401): the token expired or was revoked meanwhile.
+  onUnauthorized: () => {
+    clearToken();
+    showLogin(new ApiError(401, 'unauthorized', 'The server no longer accepts this token (it may have expired or been revoked).'));
+  },
+});
 /** The whoami answer of the signed-in token (null until known, or when the server has none). */
 let me = null;
 let meLoaded = false;

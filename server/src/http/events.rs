@@ -43,6 +43,31 @@ pub struct EventsQuery {
     pub last_event_id: Option<i64>,
 }
 
+/// One server-sent event of the stream, as its fields (`id:`, `event:`, `data:`) read.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SseEvent {
+    /// The event's id: resume after it with `Last-Event-ID`.
+    #[schema(pattern = "^[0-9]{1,18}$", example = "118")]
+    pub id: String,
+    pub event: SseEventType,
+    /// JSON: RunEventData, DecisionsEventData, MigrationEventData or ClusterEventData by
+    /// `event`; `{}` for `reset`.
+    #[schema(example = "{\"ids\":[40,41],\"cluster\":\"prod\",\"status\":\"approved\"}")]
+    pub data: String,
+}
+
+/// What an event is about.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SseEventType {
+    Run,
+    Decisions,
+    Migration,
+    Cluster,
+    /// The events after the id asked for are gone: refetch everything.
+    Reset,
+}
+
 /// `event: run` — a run started (`running`) or finished (`succeeded`, `failed`).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RunEventData {
@@ -102,13 +127,14 @@ pub struct ClusterEventData {
 #[utoipa::path(get, path = "/api/v1/events", tag = "events",
     params(
         EventsQuery,
-        ("Last-Event-ID" = Option<String>, Header,
+        ("Last-Event-ID" = Option<String>, Header, nullable = false,
             description = "Resume after this event id (a non-negative integer)",
             pattern = "^[0-9]{1,18}$"),
     ),
     responses(
-        (status = 200, description = "The stream of events (never ends by itself)",
-            content_type = "text/event-stream", body = String),
+        (status = 200, description = "The stream of events (never ends by itself); the schema \
+            describes one event",
+            content_type = "text/event-stream", body = SseEvent),
         (status = 400, description = "`Last-Event-ID` or `lastEventId` is not a non-negative \
             integer (`invalid_last_event_id`), or an unknown query parameter (`invalid_query`)",
             body = ErrorBody),
@@ -119,6 +145,13 @@ pub async fn events(
     headers: HeaderMap,
     ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    // Checked even when the header wins: a bad parameter is an error wherever it is.
+    if query.last_event_id.is_some_and(|id| id < 0) {
+        return Err(ApiError::bad_request(
+            "invalid_last_event_id",
+            "lastEventId must be a non-negative integer",
+        ));
+    }
     let resume = match headers.get("last-event-id") {
         Some(value) => Some(
             value
@@ -138,12 +171,6 @@ pub async fn events(
         ),
         None => query.last_event_id,
     };
-    if resume.is_some_and(|id| id < 0) {
-        return Err(ApiError::bad_request(
-            "invalid_last_event_id",
-            "lastEventId must be a non-negative integer",
-        ));
-    }
     let (after, reset) = start(&state.store, resume).await?;
     let feed = Feed {
         store: state.store.clone(),

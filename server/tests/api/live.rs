@@ -276,7 +276,16 @@ async fn a_resumed_stream_sends_only_later_events_and_a_reset_when_they_are_gone
     assert_eq!(next.event, "cluster");
     assert_eq!(next.data, json!({"name": "east", "deleted": true}));
 
-    for bad in ["-1", "abc", "1.5"] {
+    // A bad query parameter is refused even when the header wins.
+    let response = server
+        .client
+        .get(server.url("/api/v1/events?lastEventId=-1"))
+        .header("Last-Event-ID", "0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    for bad in ["-1", "abc", "1.5", "null"] {
         let response = server
             .client
             .get(server.url("/api/v1/events"))

@@ -288,6 +288,117 @@ mod tests {
         assert!(store.events_after(id, 10).await.unwrap().is_empty());
     }
 
+    /// Each change point appends in its own transaction: one event per batch, and nothing for
+    /// a change that was refused and rolled back.
+    #[tokio::test]
+    async fn changes_append_one_event_per_batch_and_a_refused_change_none() {
+        use crate::{
+            DecisionFilter, MigrationChange, MigrationTemplate, MigrationTemplates, NewDecision,
+            NewRun, RunEnd,
+        };
+        let (_dir, store) = open().await;
+        let run = store
+            .insert_run(&NewRun::manual("east", 1, "default"))
+            .await
+            .unwrap();
+        let pods = ["a", "b", "c"];
+        let decisions: Vec<NewDecision> = pods
+            .iter()
+            .map(|p| NewDecision {
+                plugin_set: "default",
+                plugin: "PodLifeTime",
+                pod_uid: p,
+                pod_namespace: "ns",
+                pod_name: p,
+                node: "n1",
+                reason: "old",
+            })
+            .collect();
+        store
+            .finish_run(
+                run.id,
+                RunEnd::Succeeded {
+                    report: &|_: &[usize]| "{}".to_string(),
+                    decisions: &decisions,
+                    state: &[],
+                },
+            )
+            .await
+            .unwrap();
+        let events = store.events_after(0, 100).await.unwrap();
+        let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [EventKind::Run, EventKind::Decisions, EventKind::Run]
+        );
+        assert_eq!(events[0].data["status"], "running");
+        assert_eq!(events[1].data["status"], "proposed");
+        assert_eq!(events[1].data["ids"].as_array().unwrap().len(), 3);
+        assert_eq!(events[1].cluster.as_deref(), Some("east"));
+        assert_eq!(events[2].data["status"], "succeeded");
+
+        let templates = MigrationTemplates {
+            default: MigrationTemplate {
+                mode: "EvictDirectly".into(),
+                ttl_ms: 0,
+            },
+            clusters: Default::default(),
+        };
+        let filter = DecisionFilter {
+            run: Some(run.id),
+            ..DecisionFilter::default()
+        };
+        let outcome = store
+            .approve_matching(&filter, "alice", None, 0, &templates)
+            .await
+            .unwrap();
+        assert_eq!(outcome.approved.len(), 3);
+        let after = events.last().unwrap().id;
+        let approved = store.events_after(after, 100).await.unwrap();
+        assert_eq!(approved.len(), 1, "one event for the batch: {approved:#?}");
+        assert_eq!(approved[0].data["status"], "approved");
+        assert_eq!(approved[0].data["ids"], serde_json::json!(outcome.approved));
+
+        // Two pod migrations naming the same replacement: the second change is refused.
+        let (migrations, _) = store
+            .list_pod_migrations(&Default::default(), 10)
+            .await
+            .unwrap();
+        let change = MigrationChange {
+            step: Some("Admitted".into()),
+            new_pod_uid: Some("replacement".into()),
+            ..MigrationChange::default()
+        };
+        let first = &migrations[0];
+        assert!(
+            store
+                .change_pod_migration(first.id, &first.step, &change)
+                .await
+                .unwrap()
+        );
+        let moved = store.events_after(approved[0].id, 100).await.unwrap();
+        assert_eq!(moved.len(), 1, "{moved:#?}");
+        assert_eq!(moved[0].kind, EventKind::Migration);
+        assert_eq!(moved[0].data["id"], first.id);
+        assert_eq!(moved[0].data["step"], "Admitted");
+        let second = &migrations[1];
+        let refused = store
+            .change_pod_migration(second.id, &second.step, &change)
+            .await;
+        assert!(
+            matches!(refused, Err(StoreError::ReplacementClaimed { .. })),
+            "{refused:?}"
+        );
+        assert!(
+            store
+                .events_after(moved[0].id, 100)
+                .await
+                .unwrap()
+                .is_empty(),
+            "a rolled-back change appends nothing"
+        );
+    }
+
     #[tokio::test]
     async fn pruning_keeps_the_newest_and_ids_are_never_reused() {
         let (_dir, store) = open().await;
