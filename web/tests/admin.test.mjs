@@ -190,6 +190,7 @@ await scenario('admin', async ({ page, context, newPage }) => {
         connection: { state: 'disconnected', message: 'watch failed: connection refused', sinceMs: 1764300000000, lastSyncMs: 1764290000000, revision: 7, optionalKinds: ['NodeMetrics'] },
         lease: { lease: 'rebalancer/cluster-a', held: false, holder: 'rebalancer-1', identity: 'rebalancer-0', error: null },
         warnings: ['PriorityClass rebalancer-placeholder is missing'],
+        reservationMode: 'placeholder',
       }).innerText;
       const node = (cpu, used, pods) => ({
         name: 'n', ready: true, unschedulable: false,
@@ -224,7 +225,7 @@ await scenario('admin', async ({ page, context, newPage }) => {
     check(results.bandsOther === null, 'a metric without thresholds has bands');
     check(results.deviation.low === 20 && results.deviation.high === 40, `deviation bands around the mean 30: ${JSON.stringify(results.deviation)}`);
     check(same(results.kinds, ['below', 'below', 'within', 'within', 'above', 'none']), `bands of values: ${results.kinds}`);
-    for (const text of ['https://10.0.0.1:6443', 'disconnected', 'connection refused', 'rebalancer-1', 'another server', 'rebalancer/cluster-a', 'NodeMetrics', 'PriorityClass rebalancer-placeholder is missing']) {
+    for (const text of ['https://10.0.0.1:6443', 'disconnected', 'connection refused', 'rebalancer-1', 'another server', 'rebalancer/cluster-a', 'NodeMetrics', 'PriorityClass rebalancer-placeholder is missing', 'Reservation mode', 'placeholder']) {
       check(results.kube.includes(text), `the Kubernetes panel lacks "${text}":\n${results.kube}`);
     }
     check(results.line === 9 && results.lineItem === 6 && results.lineMissing === -1, `YAML lines: ${results.line}, ${results.lineItem}, ${results.lineMissing}`);
