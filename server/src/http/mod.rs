@@ -39,8 +39,8 @@ pub mod state;
 pub mod tls;
 pub mod tokens;
 pub mod ui;
-pub mod whoami;
 pub mod whatif;
+pub mod whoami;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
