@@ -30,8 +30,9 @@ use rebalancer_store::{EventRecord, Store};
 pub const POLL: Duration = Duration::from_secs(2);
 /// How often an idle stream sends the `: keep-alive` comment.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// Events read from the feed at a time.
-const READ_BATCH: u32 = 500;
+/// Events read from the feed at a time (a run's `decisions` event lists every proposal: tens of
+/// KB on a large cluster).
+const READ_BATCH: u32 = 100;
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -418,3 +418,30 @@ async fn a_pass_records_what_it_did_and_prunes_old_events() {
     assert!(pass["pruned"]["events"].is_u64(), "{view:#}");
     assert!(pass["pruned"]["decisions"].is_u64(), "{view:#}");
 }
+
+#[tokio::test]
+async fn a_kubernetes_cluster_s_connection_changes_are_announced() {
+    use crate::kube::{EAST, cluster, managing};
+    let cluster = cluster(&[]).await;
+    let server = TestServer::start_with(managing(&cluster, "server-a")).await;
+    // From the first event on: the first sync may have been announced before the stream opened.
+    let mut stream = Stream::open(&server, ADMIN_TOKEN, Some("0")).await;
+    let connection = |state: &'static str| {
+        move |e: &SseEvent| {
+            e.event == "cluster" && e.data["name"] == EAST && e.data["connection"] == state
+        }
+    };
+    stream
+        .until(Duration::from_secs(30), connection("synced"))
+        .await;
+    cluster.fake.set_down(true);
+    let seen = stream
+        .until(Duration::from_secs(30), connection("disconnected"))
+        .await;
+    let lost = seen.last().unwrap();
+    assert!(lost.data["message"].is_string(), "{lost:#?}");
+    cluster.fake.set_down(false);
+    stream
+        .until(Duration::from_secs(30), connection("synced"))
+        .await;
+}

@@ -8,6 +8,11 @@
 //! the commit; and pruning the feed ([`Store::prune_events`]).
 //! Must not: decide who may see an event (the HTTP layer filters by the caller's clusters) or
 //! hold one event per row of a bulk change: a bulk change is one event listing its ids.
+//!
+//! Readers page with `id > last seen`: that never skips an event because SQLite has one writer
+//! at a time, so ids become visible in the order they were given. A database with concurrent
+//! writers (Postgres sequences) would need more (e.g. re-reading a short window behind the
+//! newest id, or ordering by commit).
 
 use serde::Serialize;
 use sqlx::Row;
