@@ -13,6 +13,12 @@ import * as decision from './views/decision.js';
 import * as migrations from './views/migrations.js';
 import * as policies from './views/policies.js';
 import * as profiles from './views/profiles.js';
+import * as admin from './views/admin.js';
+import * as adminTokens from './views/admin-tokens.js';
+import * as adminAudit from './views/admin-audit.js';
+import * as adminSchedules from './views/admin-schedules.js';
+import * as adminArbitration from './views/admin-arbitration.js';
+import * as adminRetention from './views/admin-retention.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
@@ -45,6 +51,12 @@ const ROUTES = [
   [['policies'], policies.list],
   [['profiles'], profiles.list],
   [['profiles', ':name'], profiles.detail],
+  [['admin'], admin.page],
+  [['admin', 'tokens'], adminTokens.page],
+  [['admin', 'audit'], adminAudit.page],
+  [['admin', 'schedules'], adminSchedules.page],
+  [['admin', 'arbitration'], adminArbitration.page],
+  [['admin', 'retention'], adminRetention.page],
 ];
 
 let current = null; // { controller, cleanups, live }
