@@ -683,3 +683,32 @@ async fn migration_0011_supersedes_existing_open_duplicates() {
     .await;
     assert_eq!(superseded, [21, 31]);
 }
+
+/// Retention prunes superseded proposals as it does expired ones: with their history, once
+/// their run is past the cutoff; the newer open proposal stays.
+#[tokio::test]
+async fn superseded_proposals_are_pruned_like_expired_ones() {
+    let (_dir, store) = open().await;
+    let (first, _) = run(&store, "east", "demo", false, &[WEB]).await;
+    let old = of_run(&store, first).await["uid-web"].clone();
+    let (second, superseded) = run(&store, "east", "demo", false, &[WEB]).await;
+    assert_eq!(superseded, [old.id]);
+    let cutoffs = PruneCutoffs {
+        proposals: Some(now_ms() + 1_000),
+        dry_run_proposals: Some(now_ms() + 1_000),
+        ..PruneCutoffs::default()
+    };
+    let batch = store
+        .prune(PruneRule::Proposals, &cutoffs, 100)
+        .await
+        .unwrap();
+    assert_eq!(batch.pruned.decisions, 1, "{batch:?}");
+    assert!(matches!(
+        store.get_decision(old.id).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(store.decision_events(old.id).await.unwrap().is_empty());
+    let open = &of_run(&store, second).await["uid-web"];
+    assert_eq!(open.status, DecisionStatus::Proposed);
+    assert_eq!(store.get_run(first).await.unwrap().decisions_pruned, 1);
+}
