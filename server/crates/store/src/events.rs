@@ -114,7 +114,8 @@ pub(crate) async fn append_decisions_by_cluster(
     for (id, cluster) in changed {
         by_cluster.entry(cluster).or_default().push(*id);
     }
-    for (cluster, ids) in by_cluster {
+    for (cluster, mut ids) in by_cluster {
+        ids.sort_unstable();
         append_decisions(conn, cluster, status, &ids).await?;
     }
     Ok(())
@@ -261,6 +262,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::BulkAction;
 
     async fn open() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
@@ -354,15 +356,24 @@ mod tests {
             ..DecisionFilter::default()
         };
         let outcome = store
-            .approve_matching(&filter, "alice", None, 0, &templates)
+            .act_on_matching(
+                &filter,
+                BulkAction::Approve(&templates),
+                "alice",
+                None,
+                0,
+                false,
+            )
             .await
             .unwrap();
-        assert_eq!(outcome.approved.len(), 3);
+        assert_eq!(outcome.acted.len(), 3);
         let after = events.last().unwrap().id;
         let approved = store.events_after(after, 100).await.unwrap();
         assert_eq!(approved.len(), 1, "one event for the batch: {approved:#?}");
         assert_eq!(approved[0].data["status"], "approved");
-        assert_eq!(approved[0].data["ids"], serde_json::json!(outcome.approved));
+        let mut acted = outcome.acted.clone();
+        acted.sort_unstable();
+        assert_eq!(approved[0].data["ids"], serde_json::json!(acted));
 
         // Two pod migrations naming the same replacement: the second change is refused.
         let (migrations, _) = store
