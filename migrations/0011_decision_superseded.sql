@@ -1,18 +1,22 @@
--- no-transaction
 -- One open proposal per pod (issue #24, item 1): a run's proposal for a pod supersedes the same
 -- profile's earlier open proposals for that pod in that cluster. `superseded` joins the
 -- statuses, and `superseded_by` links a superseded decision to the newer one.
 --
--- SQLite cannot change a CHECK constraint in place, and `decisions` is referenced by
--- `pod_migrations` and `decision_events`, so the table is rebuilt by SQLite's documented
--- procedure (https://sqlite.org/lang_altertable.html#otheralter): foreign keys off, the rebuild
--- in one transaction, foreign keys back on. `PRAGMA foreign_keys` is ignored inside a
--- transaction, hence `-- no-transaction` above and the explicit BEGIN/COMMIT here. Every id is
--- kept, so the rows that reference decisions stay valid.
-PRAGMA foreign_keys = OFF;
-BEGIN IMMEDIATE;
+-- SQLite cannot change a CHECK constraint in place, so `decisions` is rebuilt. `pod_migrations`
+-- and `decision_events` reference it (without ON DELETE actions). SQLite's documented procedure
+-- (https://sqlite.org/lang_altertable.html#otheralter) switches foreign keys off, which SQLite
+-- ignores inside a transaction, so the migration would have to run outside one, and a crash
+-- between its commit and sqlx recording it would run it twice. Instead the checks are deferred
+-- to the commit: the rows are kept aside, the table is dropped (its referencing rows become
+-- orphans, counted) and made again under its own name, and putting the rows back resolves
+-- every orphan (every id is kept). A reference left unresolved fails the commit, so the rebuild
+-- cannot lose a row another table needs; and it is recorded in the same transaction.
+PRAGMA defer_foreign_keys = ON;
 
-CREATE TABLE decisions_new (
+CREATE TEMP TABLE decisions_rows AS SELECT * FROM decisions;
+DROP TABLE decisions;
+
+CREATE TABLE decisions (
     id            INTEGER PRIMARY KEY,
     run_id        INTEGER NOT NULL REFERENCES runs (id),
     cluster       TEXT    NOT NULL,
@@ -37,14 +41,13 @@ CREATE TABLE decisions_new (
     -- key: retention may delete the newer decision first.
     superseded_by INTEGER
 );
-INSERT INTO decisions_new (id, run_id, cluster, profile, plugin_set, plugin, pod_uid,
-                           pod_namespace, pod_name, node, reason, status, created_at,
-                           updated_at, status_reason)
+INSERT INTO decisions (id, run_id, cluster, profile, plugin_set, plugin, pod_uid,
+                       pod_namespace, pod_name, node, reason, status, created_at, updated_at,
+                       status_reason)
     SELECT id, run_id, cluster, profile, plugin_set, plugin, pod_uid, pod_namespace, pod_name,
            node, reason, status, created_at, updated_at, status_reason
-    FROM decisions;
-DROP TABLE decisions;
-ALTER TABLE decisions_new RENAME TO decisions;
+    FROM decisions_rows;
+DROP TABLE decisions_rows;
 
 CREATE INDEX decisions_by_run ON decisions (run_id);
 -- The queue: newest first within a status, and the status counts.
@@ -81,5 +84,3 @@ SET status = 'superseded',
 WHERE id IN (SELECT id FROM supersede);
 DROP TABLE supersede;
 
-COMMIT;
-PRAGMA foreign_keys = ON;
