@@ -367,7 +367,7 @@ await scenario('admin', async ({ page, context, newPage }) => {
       await page.getByRole('heading', { name: 'Node node-00000', level: 3 }).waitFor();
       const decisions = await page.getByRole('link', { name: 'Decisions for this node' }).getAttribute('href');
       check(decisions.includes(`cluster=${BIG}`) && decisions.includes('node=node-00000'), `decisions link: ${decisions}`);
-      const migrations = await page.getByRole('link', { name: 'Pod migrations from this node' }).getAttribute('href');
+      const migrations = await page.getByRole('link', { name: 'Pod migrations of this node' }).getAttribute('href');
       check(migrations.includes('node=node-00000'), `pod migrations link: ${migrations}`);
       await screenshot('cluster-heatmap');
       await axe('cluster heatmap');

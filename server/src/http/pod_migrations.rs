@@ -104,6 +104,11 @@ pub struct PodMigrationQuery {
     pub decision: Option<i64>,
     /// Only pod migrations in this phase.
     pub phase: Option<MigrationPhase>,
+    /// Only this cluster's pod migrations.
+    pub cluster: Option<String>,
+    /// Only pod migrations touching this node: the pod's source node, the reserved target or
+    /// the node its replacement landed on.
+    pub node: Option<String>,
     /// Page size (default 100, at most 1000).
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
@@ -184,6 +189,8 @@ pub async fn list_pod_migrations(
             &MigrationFilter {
                 decision: query.decision,
                 phase: query.phase,
+                cluster: query.cluster,
+                node: query.node,
                 after,
             },
             page.limit,

@@ -107,6 +107,28 @@ async fn a_reservation_first_pod_migration_on_the_simulated_backend() {
     let target = item["targetNode"].as_str().unwrap().to_string();
     assert_ne!(target, "n1");
     assert_eq!(m["status"], "Complete");
+    // By cluster and by node: the source, the target and a node it never touched.
+    let ids_where = |query: String| {
+        let server = &server;
+        async move {
+            let (status, list) = server.get(&format!("/api/v1/pod-migrations?{query}")).await;
+            assert_eq!(status, StatusCode::OK, "{query}: {list:#}");
+            list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["id"].as_i64().unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(ids_where("cluster=east&node=n1".into()).await, [id]);
+    assert_eq!(ids_where(format!("node={target}")).await, [id]);
+    assert!(ids_where("cluster=west".into()).await.is_empty());
+    let untouched = ["n1", "n2", "n3"]
+        .into_iter()
+        .find(|n| *n != target && *n != "n1")
+        .unwrap();
+    assert!(ids_where(format!("node={untouched}")).await.is_empty());
     let events = m["events"].as_array().unwrap();
     for e in events {
         for key in ["time", "type", "reason", "message"] {

@@ -265,8 +265,7 @@ export async function detail(ctx) {
       h('ul', { class: 'links' },
         h('li', {}, h('a', { href: routeWithQuery(route('clusters', name, 'nodes', n.name), { profile: state.profile }), text: 'Pods on this node' })),
         h('li', {}, h('a', { href: routeWithQuery('#/decisions', { cluster: name, node: n.name }), text: 'Decisions for this node' })),
-        h('li', {}, h('a', { href: routeWithQuery('#/pod-migrations', { cluster: name, node: n.name }), text: 'Pod migrations from this node' }))),
-      h('p', { class: 'help', text: 'GET /pod-migrations filters by decision and phase only: the pod migrations page may list other nodes\' too; a decision of this node links its own.' })));
+        h('li', {}, h('a', { href: routeWithQuery('#/pod-migrations', { cluster: name, node: n.name }), text: 'Pod migrations of this node' })))));
   };
 
   const renderSummary = () => {
@@ -510,7 +509,7 @@ export async function node(ctx) {
         ] : h('p', { class: 'help', text: 'No measured usage for this node.' })),
       h('ul', { class: 'links' },
         h('li', {}, h('a', { href: routeWithQuery('#/decisions', { cluster: name, node: nodeName }), text: 'Decisions for this node' })),
-        h('li', {}, h('a', { href: routeWithQuery('#/pod-migrations', { cluster: name, node: nodeName }), text: 'Pod migrations from this node' })))));
+        h('li', {}, h('a', { href: routeWithQuery('#/pod-migrations', { cluster: name, node: nodeName }), text: 'Pod migrations of this node' })))));
   }
 
   const heading = pods.firstChild;

@@ -27,21 +27,35 @@ function nodes(m) {
 
 export async function list(ctx) {
   ctx.setTitle('Pod migrations');
-  const filters = { decision: ctx.query.get('decision') ?? '', phase: ctx.query.get('phase') ?? '' };
+  const filters = {
+    decision: ctx.query.get('decision') ?? '',
+    phase: ctx.query.get('phase') ?? '',
+    cluster: ctx.query.get('cluster') ?? '',
+    node: ctx.query.get('node') ?? '',
+  };
   const listHolder = h('div', {}, loading('pod migrations'));
   const decisionInput = h('input', { id: 'filter-decision', type: 'number', min: 1, inputmode: 'numeric', value: filters.decision });
   const phaseSelect = h('select', { id: 'filter-phase' },
     h('option', { value: '', text: 'Any phase' }),
     PHASES.map((p) => h('option', { value: p, text: p, selected: p === filters.phase })));
+  const clusterInput = h('input', { id: 'filter-cluster', type: 'text', spellcheck: 'false', value: filters.cluster });
+  const nodeInput = h('input', { id: 'filter-node', type: 'text', spellcheck: 'false', value: filters.node });
   const form = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter pod migrations' },
     h('div', { class: 'field' }, h('label', { for: 'filter-decision', text: 'Decision' }), decisionInput),
     h('div', { class: 'field' }, h('label', { for: 'filter-phase', text: 'Phase' }), phaseSelect),
+    h('div', { class: 'field' }, h('label', { for: 'filter-cluster', text: 'Cluster' }), clusterInput),
+    h('div', { class: 'field' }, h('label', { for: 'filter-node', text: 'Node' }), nodeInput),
     h('div', { class: 'actions' },
       h('button', { type: 'submit', text: 'Apply filters' }),
       h('a', { href: '#/pod-migrations', class: 'button secondary', text: 'Clear' })));
   form.addEventListener('submit', (event) => {
     event.preventDefault();
-    location.hash = routeWithQuery('#/pod-migrations', { decision: decisionInput.value.trim(), phase: phaseSelect.value });
+    location.hash = routeWithQuery('#/pod-migrations', {
+      decision: decisionInput.value.trim(),
+      phase: phaseSelect.value,
+      cluster: clusterInput.value.trim(),
+      node: nodeInput.value.trim(),
+    });
   });
   const refresh = h('button', { type: 'button', class: 'secondary', text: 'Refresh' });
   append(ctx.main, h('h1', { text: 'Pod migrations' }),
@@ -52,7 +66,7 @@ export async function list(ctx) {
     const data = await api('/pod-migrations', { query: filters, signal: ctx.signal });
     const items = data.items.filter((m) => !filters.phase || m.phase === filters.phase);
     if (items.length === 0) {
-      replace(listHolder, empty(filters.decision || filters.phase
+      replace(listHolder, empty(Object.values(filters).some(Boolean)
         ? 'No pod migration matches these filters.'
         : 'No pod migrations yet. Approve a decision and it is carried out here.',
       h('a', { href: routeWithQuery('#/decisions', { status: 'proposed' }), class: 'button', text: 'Review proposed decisions' })));

@@ -184,6 +184,11 @@ pub struct MigrationChange {
 pub struct MigrationFilter {
     pub decision: Option<i64>,
     pub phase: Option<MigrationPhase>,
+    /// Only this cluster's.
+    pub cluster: Option<String>,
+    /// Only pod migrations that touch this node: moving a pod off it, or reserving or placing
+    /// the replacement on it.
+    pub node: Option<String>,
     pub after: Option<i64>,
 }
 
@@ -287,6 +292,12 @@ impl Store {
         if filter.phase.is_some() {
             sql.push_str(" AND m.phase = ?");
         }
+        if filter.cluster.is_some() {
+            sql.push_str(" AND m.cluster = ?");
+        }
+        if filter.node.is_some() {
+            sql.push_str(" AND ? IN (m.source_node, m.target_node, m.new_pod_node)");
+        }
         sql.push_str(" ORDER BY m.id LIMIT ?");
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(filter.after.unwrap_or(0));
         if let Some(decision) = filter.decision {
@@ -294,6 +305,12 @@ impl Store {
         }
         if let Some(phase) = filter.phase {
             query = query.bind(phase.as_str());
+        }
+        if let Some(cluster) = &filter.cluster {
+            query = query.bind(cluster);
+        }
+        if let Some(node) = &filter.node {
+            query = query.bind(node);
         }
         let rows = query
             .bind(i64::from(limit) + 1)
