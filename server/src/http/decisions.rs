@@ -132,6 +132,7 @@ pub struct DecisionQuery {
     /// The order: `newest` (default) or `oldest` first; or by `namespace` (then pod name),
     /// `pod` (name, then namespace), `node`, `plugin` or `status` (proposed, approved,
     /// executing, succeeded, failed, rejected, expired, superseded), newest first among equals.
+    #[param(inline)]
     pub sort: Option<DecisionSort>,
     /// Page size (default 100, at most 1000).
     #[param(minimum = 1, maximum = 1000)]
