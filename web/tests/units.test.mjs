@@ -53,7 +53,7 @@ test('the timeline groups events into steps with durations in ms', () => {
 });
 
 test('role texts say who may not do what, and which role would', () => {
-  const viewer = { name: 'alice', role: 'viewer', can: { read: true, approve: false, run: false, operate: false, admin: false } };
+  const viewer = { name: 'alice', role: 'viewer', can: { read: true, approve: false, run: false, abort: false, admin: false } };
   assert.equal(allowed(viewer, 'approve'), false);
   assert.match(whyNot(viewer, 'approve'), /"alice" has the viewer role.*approver or admin role/);
   assert.equal(whyNot({ ...viewer, can: { ...viewer.can, approve: true } }, 'approve'), null);

@@ -17,7 +17,7 @@ export const ACTIONS = {
   read: { verb: 'read', roles: 'any role' },
   approve: { verb: 'approve or reject decisions', roles: 'the approver or admin role' },
   run: { verb: 'start runs', roles: 'the operator or admin role' },
-  operate: { verb: 'abort pod migrations', roles: 'the approver or admin role' },
+  abort: { verb: 'abort pod migrations', roles: 'the approver or admin role' },
   admin: { verb: 'change administration settings', roles: 'the admin role' },
 };
 
@@ -32,7 +32,6 @@ export async function whoami({ token, signal } = {}) {
  */
 export function allowed(me, action) {
   if (!me?.can) return true;
-  if (action === 'operate' && me.can.operate === undefined) return Boolean(me.can.approve);
   return Boolean(me.can[action]);
 }
 

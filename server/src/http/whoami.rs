@@ -41,7 +41,7 @@ pub struct Capabilities {
     /// Start runs (`POST /api/v1/runs`).
     pub run: bool,
     /// Abort pod migrations (`POST /api/v1/pod-migrations/{id}/abort`).
-    pub operate: bool,
+    pub abort: bool,
     /// Administer: tokens, policies, profiles, arbitration, retention (`POST /api/v1/tokens`).
     pub admin: bool,
 }
@@ -51,7 +51,7 @@ pub const CAPABILITIES: [(&str, Method, &str); 5] = [
     ("read", Method::GET, "/api/v1/clusters"),
     ("approve", Method::POST, "/api/v1/decisions/{id}/approve"),
     ("run", Method::POST, "/api/v1/runs"),
-    ("operate", Method::POST, "/api/v1/pod-migrations/{id}/abort"),
+    ("abort", Method::POST, "/api/v1/pod-migrations/{id}/abort"),
     ("admin", Method::POST, "/api/v1/tokens"),
 ];
 
@@ -75,7 +75,7 @@ impl Capabilities {
             read: may("read"),
             approve: may("approve"),
             run: may("run"),
-            operate: may("operate"),
+            abort: may("abort"),
             admin: may("admin"),
         }
     }
@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn capabilities_per_role() {
-        let flags = |c: Capabilities| [c.read, c.approve, c.run, c.operate, c.admin];
+        let flags = |c: Capabilities| [c.read, c.approve, c.run, c.abort, c.admin];
         assert_eq!(
             flags(Capabilities::of(Role::Viewer)),
             [true, false, false, false, false]

@@ -130,7 +130,7 @@ async fn whoami_names_the_token_its_role_and_what_it_may_do() {
         assert_eq!(me["role"], role);
         assert_eq!(me["clusters"], Value::Null);
         assert_eq!(me["expiresAt"], Value::Null);
-        let flags: Vec<bool> = ["read", "approve", "run", "operate", "admin"]
+        let flags: Vec<bool> = ["read", "approve", "run", "abort", "admin"]
             .iter()
             .map(|k| me["can"][k].as_bool().expect("a boolean"))
             .collect();
@@ -141,7 +141,7 @@ async fn whoami_names_the_token_its_role_and_what_it_may_do() {
     assert_eq!(me["role"], "admin");
     assert_eq!(
         me["can"],
-        json!({"read": true, "approve": true, "run": true, "operate": true, "admin": true})
+        json!({"read": true, "approve": true, "run": true, "abort": true, "admin": true})
     );
 
     // An expiring token says when.

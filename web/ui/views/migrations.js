@@ -175,7 +175,7 @@ export async function detail(ctx) {
   const summary = h('div', {}, loading('the pod migration'));
   const actionResult = h('div', { class: 'result', 'aria-live': 'polite' });
   const connection = h('div', { class: 'result', 'aria-live': 'polite' });
-  const canAbort = allowed(ctx.me, 'operate');
+  const canAbort = allowed(ctx.me, 'abort');
   const abortButton = h('button', { type: 'button', class: 'danger', text: 'Abort this pod migration', hidden: true });
   const abortNotice = h('div', {});
   const timelineSection = h('section', { 'aria-labelledby': 'timeline-title' }, h('h2', { id: 'timeline-title', text: 'Timeline' }));
@@ -219,7 +219,7 @@ export async function detail(ctx) {
     ]));
     const active = ACTIVE.has(m.phase);
     abortButton.hidden = !active || !canAbort;
-    replace(abortNotice, active ? roleNotice(ctx.me, 'operate') : null);
+    replace(abortNotice, active ? roleNotice(ctx.me, 'abort') : null);
     const events = Array.isArray(m.events) ? m.events : [];
     replace(timelineSection, timelineSection.firstChild, events.length ? timeline(m, events) : empty('No events recorded yet.'));
     replace(eventsSection, eventsSection.firstChild, events.length === 0 ? empty('No events recorded yet.') : table({
