@@ -11,8 +11,7 @@
 // export, auto-approve rules, schedules, arbitration, retention, a token's secret shown once,
 // the audit log's filters and paging); a viewer sees no administration actions; axe-core on
 // every view; screenshots at 1280×800 and 390×844 (`admin-<view>-{1280,390}.png`, none of them
-// scrolling sideways at 390 px). What the server cannot do yet is printed as "NOT TESTED: …"
-// rather than faked. REBALANCER_POLICY_WASM (default: example_pod_age.wasm of the cargo build)
+// scrolling sideways at 390 px). REBALANCER_POLICY_WASM (default: example_pod_age.wasm of the cargo build)
 // is the valid module uploaded.
 
 import fs from 'node:fs';
@@ -28,12 +27,7 @@ const WASM = process.env.REBALANCER_POLICY_WASM ?? [
 ].filter(Boolean).map((dir) => path.join(dir, 'policies-wasm/wasm32-wasip2/policy/example_pod_age.wasm'))
   .find((file) => fs.existsSync(file)) ?? '';
 
-const notTested = [];
 const figures = [];
-function skip(what) {
-  notTested.push(what);
-  log(`NOT TESTED: ${what}`);
-}
 
 /** An API call with a body that is not JSON (a module, YAML). */
 async function rawApi(method, apiPath, bytes, contentType) {
@@ -119,13 +113,6 @@ profiles:
 await scenario('admin', async ({ page, context, newPage }) => {
   const main = page.locator('main');
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: BASE });
-  /**
-   * Routes this server may lack (404, said as NOT TESTED below): the shell asks for /whoami and
-   * /events, the cluster view for /balance (then falls back). Their 404s are expected then.
-   */
-  let missingRoutes = false;
-  const quiet = (fn) => (missingRoutes ? tolerating(httpStatus('404'), fn) : fn());
-
   async function screenshot(name) {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.waitForTimeout(150);
@@ -154,18 +141,6 @@ await scenario('admin', async ({ page, context, newPage }) => {
     await on.getByRole('navigation', { name: 'Main' }).waitFor();
   }
 
-  const whoami = await api('GET', '/whoami');
-  const hasWhoami = whoami.status === 200;
-  if (!hasWhoami) skip(`GET /api/v1/whoami answered ${whoami.status}: role-aware hiding (ctx.me) cannot be checked`);
-  const probe = await api('GET', '/clusters/any/balance');
-  const balanceMissing = probe.status === 404 && String(probe.body?.message).startsWith('no such endpoint');
-  const events = await fetch(`${BASE}/api/v1/events`, { headers: { Authorization: `Bearer ${TOKEN}` }, signal: AbortSignal.timeout(3000) })
-    .then((r) => { r.body?.cancel(); return r.status; }).catch(() => 0);
-  if (events === 404) skip('GET /api/v1/events answered 404: live refresh of the cluster view is not exercised');
-  missingRoutes = balanceMissing || !hasWhoami || events === 404;
-
-  // Every step below, with those 404s expected when a route is missing.
-  await quiet(async () => {
 
   await step(`push a generated ${NODES}-node cluster`, async () => {
     const started = Date.now();
@@ -320,7 +295,7 @@ await scenario('admin', async ({ page, context, newPage }) => {
   });
 
   let balance = null;
-  await step(`the ${NODES}-node heatmap draws on one canvas, against the profile's thresholds`, async () => quiet(async () => {
+  await step(`the ${NODES}-node heatmap draws on one canvas, against the profile's thresholds`, async () => {
       const started = Date.now();
       await page.goto(`${BASE}/#/clusters/${BIG}?profile=${PROFILE}`);
       const figure = page.locator('figure.heatmap');
@@ -335,11 +310,7 @@ await scenario('admin', async ({ page, context, newPage }) => {
       check(rows <= 50, `${rows} node rows in the DOM: the table is not paged`);
       check(shownMs < 15_000, `the heatmap took ${shownMs} ms`);
       const b = await api('GET', `/clusters/${BIG}/balance?profile=${PROFILE}`);
-      if (b.status !== 200) {
-        skip(`GET /clusters/{name}/balance answered ${b.status}: thresholds and the server's balance summary are not checked (the view falls back to /nodes)`);
-        await page.locator('.notice', { hasText: 'no balance endpoint' }).waitFor();
-        return;
-      }
+      check(b.status === 200, `GET /clusters/${BIG}/balance answered ${b.status}`);
       balance = b.body;
       const t = balance.thresholds.find((x) => x.basis === 'requested') ?? balance.thresholds[0];
       check(t, `no thresholds for profile ${PROFILE}: ${JSON.stringify(balance.thresholds)}`);
@@ -353,9 +324,9 @@ await scenario('admin', async ({ page, context, newPage }) => {
       check((await cpuRow.innerText()).includes(`${balance.summary.cpu.mean.toFixed(1)}%`), 'the summary does not show the server\'s mean');
       const above = await page.locator('#above-title').innerText();
       check(above.endsWith(`: ${balance.summary.cpu.above}`), `"${above}" does not count ${balance.summary.cpu.above} nodes above`);
-  }));
+  });
 
-  await step('hover shows a tooltip; a click opens the node; its pods, decisions and pod migrations are linked', async () => quiet(async () => {
+  await step('hover shows a tooltip; a click opens the node; its pods, decisions and pod migrations are linked', async () => {
       const canvas = page.locator('canvas.heatmap-canvas');
       await canvas.scrollIntoViewIfNeeded();
       const box = await canvas.boundingBox();
@@ -382,19 +353,18 @@ await scenario('admin', async ({ page, context, newPage }) => {
       check(await page.locator('main table tbody tr').count() === 1, 'node-00001 should list its one pod');
       await axe('node');
       await screenshot('node');
-  }));
+  });
 
-  await step('measured usage: nodes without a measurement are said so', async () => quiet(async () => {
+  await step('measured usage: nodes without a measurement are said so', async () => {
       await page.goto(`${BASE}/#/clusters/${BIG}?profile=${PROFILE}&basis=usage`);
       await page.locator('figure.heatmap').waitFor({ timeout: 60_000 });
       await page.getByText(/report no measured usage/).waitFor();
       check(await page.getByRole('radio', { name: 'Measured usage' }).isChecked(), 'the measured-usage toggle is not on');
       await page.getByRole('radio', { name: 'Requested' }).check();
       await page.waitForURL((url) => !url.hash.includes('basis=usage'));
-  }));
+  });
 
   await step('live: a new snapshot of the cluster redraws its view without a reload', async () => {
-    if (events === 404) return;
     await page.goto(`${BASE}/#/clusters/${BIG}?profile=${PROFILE}`);
     await page.locator('figure.heatmap').waitFor({ timeout: 60_000 });
     const marker = await page.evaluate(() => { window.__sameDocument = true; return true; });
@@ -435,15 +405,14 @@ await scenario('admin', async ({ page, context, newPage }) => {
     check((await alert.innerText()).includes(direct.body.code), 'the error code is not shown');
     await axe('policies');
     await screenshot('policies');
-    if (WASM) {
+    check(WASM, 'no valid .wasm to upload: set REBALANCER_POLICY_WASM or CARGO_TARGET_DIR');
+    {
       await page.getByLabel('WebAssembly component (.wasm)').setInputFiles(WASM);
       await page.getByRole('button', { name: 'Upload policy' }).click();
       await page.locator('#flash', { hasText: /Policy .* (registered|replaced)/ }).waitFor({ timeout: 60_000 });
       const uploaded = (await api('GET', '/policies')).body.items.filter((p) => !p.builtin);
       check(uploaded.length >= 1, 'no uploaded policy listed');
       await page.locator(`tr[data-policy="${uploaded[0].name}"]`).waitFor();
-    } else {
-      skip('a valid .wasm upload (set REBALANCER_POLICY_WASM)');
     }
   });
 
@@ -510,15 +479,7 @@ await scenario('admin', async ({ page, context, newPage }) => {
 
   await step('retention: the settings in force, changed by an admin', async () => {
     const r = await api('GET', '/retention');
-    if (r.status !== 200) {
-      skip(`GET /api/v1/retention answered ${r.status}: the retention page only explains it is missing`);
-      await tolerating(ANY_4XX, async () => {
-        await visit('#/admin/retention', 'Retention');
-        await page.getByText('This server has no GET /api/v1/retention').waitFor();
-      });
-      await screenshot('retention');
-      return;
-    }
+    check(r.status === 200, `GET /retention answered ${r.status}`);
     await visit('#/admin/retention', 'Retention');
     const input = page.locator('#retention-audit');
     await input.waitFor();
@@ -620,10 +581,6 @@ await scenario('admin', async ({ page, context, newPage }) => {
   });
 
   await step('a viewer sees no administration actions, and is told why', async () => {
-    if (!hasWhoami) {
-      skip('the viewer\'s view of administration (needs GET /whoami for ctx.me)');
-      return;
-    }
     const viewer = await newPage();
     await signIn(viewerToken, viewer);
     const forbidden = /^(Upload policy|Import profile|Save profile|Delete profile|Save rules|Add a rule|Create schedule|Save|Create token|Revoke|Delete|Pause|Edit|Follow the global)/;
@@ -632,17 +589,15 @@ await scenario('admin', async ({ page, context, newPage }) => {
       ['#/admin/schedules', 'Schedules'], ['#/admin/arbitration', 'Arbitration'], ['#/admin/retention', 'Retention'],
       ['#/admin/tokens', 'API tokens'], ['#/admin', 'Administration'], [`#/clusters/${BIG}`, `Cluster ${BIG}`],
     ]) {
-      await tolerating(httpStatus('404'), async () => {
-        await viewer.goto(`${BASE}/${hash}`);
-        await viewer.getByRole('heading', { name: heading, level: 1 }).waitFor();
-        await viewer.waitForFunction(() => document.querySelector('main')?.getAttribute('aria-busy') !== 'true');
-      });
+      await viewer.goto(`${BASE}/${hash}`);
+      await viewer.getByRole('heading', { name: heading, level: 1 }).waitFor();
+      await viewer.waitForFunction(() => document.querySelector('main')?.getAttribute('aria-busy') !== 'true');
       const buttons = (await viewer.locator('main').getByRole('button').allInnerTexts()).filter((t) => forbidden.test(t.trim()));
       check(buttons.length === 0, `${hash}: a viewer is offered ${buttons.join(', ')}`);
       const runLinks = await viewer.locator('main').getByRole('link', { name: /^Start a run/ }).count();
       check(runLinks === 0, `${hash}: a viewer is offered to start a run`);
       check(await viewer.locator('main input[type="file"], main textarea:not([readonly]):not([disabled])').count() === 0, `${hash}: a viewer is offered an editor`);
-      if (hash !== '#/admin' && !(hash === '#/admin/retention' && notTested.some((n) => n.includes('retention')))) {
+      if (hash !== '#/admin') {
         const note = viewer.locator('.role-note').first();
         await note.waitFor();
         check((await note.innerText()).includes('viewer'), `${hash}: the reason does not name the role`);
@@ -653,7 +608,5 @@ await scenario('admin', async ({ page, context, newPage }) => {
     await viewer.close();
   });
 
-  });
   for (const f of figures) log(`figure: ${f}`);
-  for (const n of notTested) log(`not tested: ${n}`);
 });

@@ -29,17 +29,7 @@ export async function page(ctx) {
   append(ctx.main, adminNav('admin/retention'), h('h1', { text: 'Retention' }),
     h('p', { class: 'lead', text: 'How long the server keeps history before pruning it. Changes take effect at the next pruning pass.' }),
     body);
-  let answer;
-  try {
-    answer = await api('/retention', { signal: ctx.signal });
-  } catch (err) {
-    if (err?.status === 404) {
-      replace(body, errorBox(err, 'Reading the retention settings'),
-        h('p', { class: 'help', text: 'This server has no GET /api/v1/retention: its retention is set only by the --retain-* flags at start-up.' }));
-      return;
-    }
-    throw err;
-  }
+  const answer = await api('/retention', { signal: ctx.signal });
   const effective = answer.effective ?? {};
   const defaults = answer.defaults ?? {};
   const overrides = answer.overrides ?? {};

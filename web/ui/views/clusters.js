@@ -50,33 +50,9 @@ export async function list(ctx) {
   }));
 }
 
-/** NodeUtilization (GET /nodes) as the NodeStat of /balance. */
-function nodeStatOf(n) {
-  return {
-    name: n.name,
-    ready: n.ready,
-    unschedulable: n.unschedulable,
-    cpu: { requested: n.requested.cpuMilli, allocatable: n.allocatable.cpuMilli, used: n.usage?.used?.cpuMilli ?? null },
-    memory: { requested: n.requested.memoryBytes, allocatable: n.allocatable.memoryBytes, used: n.usage?.used?.memoryBytes ?? null },
-    pods: { count: n.requested.pods, capacity: n.allocatable.pods },
-    podCount: n.podCount,
-  };
-}
-
-/**
- * The balance of a cluster against `profile`. When the server has no /balance route (an older
- * server answers 404 for it while /nodes exists), the nodes come from /nodes with no
- * thresholds, and `fallback` says so (the view shows it).
- */
-async function loadBalance(name, profile, signal) {
-  try {
-    return await api(`/clusters/${encodeURIComponent(name)}/balance`, { query: { profile }, signal });
-  } catch (err) {
-    // Only a missing route falls back; a missing cluster or profile is the answer to show.
-    if (err?.status !== 404 || !String(err.message).startsWith('no such endpoint')) throw err;
-    const nodes = await api(`/clusters/${encodeURIComponent(name)}/nodes`, { signal });
-    return { cluster: name, nodes: nodes.items.map(nodeStatOf), thresholds: [], summary: null, fallback: err };
-  }
+/** The balance of a cluster against `profile` (GET /clusters/{name}/balance). */
+function loadBalance(name, profile, signal) {
+  return api(`/clusters/${encodeURIComponent(name)}/balance`, { query: { profile }, signal });
 }
 
 function stats(values) {
@@ -422,8 +398,7 @@ export async function detail(ctx) {
 
   const renderNotices = () => {
     replace(notices,
-      state.balance.fallback ? h('p', { class: 'notice', text: `This server has no balance endpoint (GET /clusters/${name}/balance answered 404): requested values from /nodes are shown, without thresholds or measured usage summary.` }) : null,
-      state.profile && state.balance.thresholds?.length === 0 && !state.balance.fallback
+      state.profile && state.balance.thresholds?.length === 0
         ? h('p', { class: 'help', text: `Profile ${state.profile} enables no LowNodeUtilization, HighNodeUtilization or LowNodeLoad: no thresholds to colour against.` }) : null);
   };
 

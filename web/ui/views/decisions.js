@@ -43,9 +43,7 @@ export function actionable(d) {
 }
 
 function whatIfError(err) {
-  return err?.status === 404 && err?.code !== 'not_found'
-    ? h('p', { class: 'notice', text: 'This server has no what-if (POST /api/v1/clusters/{name}/what-if answered 404).' })
-    : errorBox(err, 'What-if');
+  return errorBox(err, 'What-if');
 }
 
 /**
