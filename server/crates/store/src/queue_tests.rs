@@ -560,29 +560,8 @@ async fn a_page_and_the_total_of_ten_thousand_decisions() {
 #[tokio::test]
 async fn migration_0011_supersedes_existing_open_duplicates() {
     let dir = tempfile::tempdir().unwrap();
-    let before = dir.path().join("before-0011");
-    std::fs::create_dir(&before).unwrap();
-    let all = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../migrations");
-    for entry in std::fs::read_dir(&all).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_str().unwrap().to_string();
-        if name.as_str() < "0011" {
-            std::fs::copy(&path, before.join(&name)).unwrap();
-        }
-    }
-    let file = dir.path().join("old.db");
-    {
-        let options = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(&file)
-            .create_if_missing(true)
-            .foreign_keys(true);
-        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-        sqlx::migrate::Migrator::new(before.as_path())
-            .await
-            .unwrap()
-            .run(&pool)
-            .await
-            .unwrap();
+    let file = {
+        let (file, pool) = crate::tests::database_before(dir.path(), "0011").await;
         // Runs 1, 2, 4 real, 3 dry; decision id = run * 10 + n.
         sqlx::query(
             "INSERT INTO runs (id, cluster, cluster_revision, profile, status, started_at, \
@@ -632,7 +611,8 @@ async fn migration_0011_supersedes_existing_open_duplicates() {
         .await
         .unwrap();
         pool.close().await;
-    }
+        file
+    };
     let store = Store::open(&file).await.unwrap();
     let expected = [
         (11, DecisionStatus::Superseded, Some(21)),

@@ -751,31 +751,43 @@ async fn arbitration_knobs_global_and_per_cluster_go_with_the_cluster() {
 
 /// Migration 0007 rebuilds `api_tokens` (the `operator` role in its CHECK, `expires_at`): a
 /// database migrated before it keeps its tokens, ids and all, and they never expire.
-#[tokio::test]
-async fn tokens_survive_the_api_tokens_rebuild() {
-    let dir = tempfile::tempdir().unwrap();
-    let before = dir.path().join("before-0007");
+/// A database file in `dir` migrated up to, not including, migration `version` (e.g. "0007"),
+/// with a pool on it (foreign keys on, as the store has them): the state an older server left,
+/// for a migration's test to fill and then open with [`Store::open`].
+pub(crate) async fn database_before(
+    dir: &std::path::Path,
+    version: &str,
+) -> (std::path::PathBuf, SqlitePool) {
+    let before = dir.join(format!("before-{version}"));
     std::fs::create_dir(&before).unwrap();
     let all = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../migrations");
     for entry in std::fs::read_dir(&all).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_str().unwrap().to_string();
-        if name.as_str() < "0007" {
+        if name.as_str() < version {
             std::fs::copy(&path, before.join(&name)).unwrap();
         }
     }
-    let file = dir.path().join("old.db");
-    {
-        let options = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(&file)
-            .create_if_missing(true);
-        let pool = SqlitePool::connect_with(options).await.unwrap();
-        sqlx::migrate::Migrator::new(before.as_path())
-            .await
-            .unwrap()
-            .run(&pool)
-            .await
-            .unwrap();
+    let file = dir.join("old.db");
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&file)
+        .create_if_missing(true)
+        .foreign_keys(true);
+    let pool = SqlitePool::connect_with(options).await.unwrap();
+    sqlx::migrate::Migrator::new(before.as_path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    (file, pool)
+}
+
+#[tokio::test]
+async fn tokens_survive_the_api_tokens_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = {
+        let (file, pool) = database_before(dir.path(), "0007").await;
         sqlx::query(
             "INSERT INTO api_tokens (id, name, role, token_hash, origin, created_by, created_at) \
              VALUES (7, 'on-call', 'approver', 'h-on-call', 'api', 'admin', 1000)",
@@ -784,7 +796,8 @@ async fn tokens_survive_the_api_tokens_rebuild() {
         .await
         .unwrap();
         pool.close().await;
-    }
+        file
+    };
     let store = Store::open(&file).await.unwrap();
     let token = store.token_by_hash("h-on-call").await.unwrap().unwrap();
     assert_eq!(
