@@ -110,25 +110,7 @@ fn require_one_of(
     schema: &str,
     fields: &[(&str, Type)],
 ) {
-    let Some(original) = components.schemas.remove(schema) else {
-        return;
-    };
-    let mut rule = AnyOfBuilder::new().description(Some(format!(
-        "at least one of {}, not null",
-        fields
-            .iter()
-            .map(|(name, _)| *name)
-            .collect::<Vec<_>>()
-            .join(", ")
-    )));
-    for (name, kind) in fields {
-        let field = ObjectBuilder::new().schema_type(kind.clone());
-        rule = rule.item(ObjectBuilder::new().required(*name).property(*name, field));
-    }
-    let combined = RefOr::T(Schema::AllOf(
-        AllOfBuilder::new().item(original).item(rule).build(),
-    ));
-    components.schemas.insert(schema.into(), combined);
+    require_fields(components, schema, fields, false);
 }
 
 /// `schema` must hold exactly one of `fields`, not null (its type is given).
@@ -137,21 +119,44 @@ fn require_exactly_one_of(
     schema: &str,
     fields: &[(&str, Type)],
 ) {
+    require_fields(components, schema, fields, true);
+}
+
+/// `schema` combined (allOf) with a rule over `fields`: each alternative requires one of them,
+/// and `exactly` makes the alternatives exclusive (oneOf) rather than inclusive (anyOf).
+fn require_fields(
+    components: &mut utoipa::openapi::Components,
+    schema: &str,
+    fields: &[(&str, Type)],
+    exactly: bool,
+) {
     let Some(original) = components.schemas.remove(schema) else {
         return;
     };
-    let mut rule = OneOfBuilder::new().description(Some(format!(
-        "exactly one of {}, not null",
-        fields
-            .iter()
-            .map(|(name, _)| *name)
-            .collect::<Vec<_>>()
-            .join(", ")
-    )));
-    for (name, kind) in fields {
+    let names = fields
+        .iter()
+        .map(|(name, _)| *name)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let alternatives = fields.iter().map(|(name, kind)| {
         let field = ObjectBuilder::new().schema_type(kind.clone());
-        rule = rule.item(ObjectBuilder::new().required(*name).property(*name, field));
-    }
+        ObjectBuilder::new().required(*name).property(*name, field)
+    });
+    let rule = if exactly {
+        let description = format!("exactly one of {names}, not null");
+        let rule = alternatives.fold(
+            OneOfBuilder::new().description(Some(description)),
+            |rule, alternative| rule.item(alternative),
+        );
+        Schema::OneOf(rule.build())
+    } else {
+        let description = format!("at least one of {names}, not null");
+        let rule = alternatives.fold(
+            AnyOfBuilder::new().description(Some(description)),
+            |rule, alternative| rule.item(alternative),
+        );
+        Schema::AnyOf(rule.build())
+    };
     let combined = RefOr::T(Schema::AllOf(
         AllOfBuilder::new().item(original).item(rule).build(),
     ));
