@@ -34,10 +34,15 @@ pub struct Cli {
     pub serve: ServeArgs,
 }
 
+// Parsed once at start-up: the size of `ServeArgs` costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the server (the default when no subcommand is given).
     Serve(ServeArgs),
+    /// Run one policy, or a whole profile, offline on a snapshot file: no server, no database.
+    #[command(after_help = crate::eval::EXIT_CODES_HELP)]
+    Eval(EvalArgs),
 }
 
 impl Cli {
@@ -45,6 +50,74 @@ impl Cli {
     pub fn into_command(self) -> Command {
         self.command.unwrap_or(Command::Serve(self.serve))
     }
+}
+
+/// Flags of `rebalancer eval`. The sandbox is the server's, with its default limits; see
+/// [`crate::eval`].
+#[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["policy", "builtin", "profile"])))]
+pub struct EvalArgs {
+    /// The policy module to run (a `wasm32-wasip2` component), checked and compiled as an
+    /// upload is. With --profile, the profile may enable it next to the built-ins.
+    #[arg(value_name = "POLICY.wasm", conflicts_with = "builtin")]
+    pub policy: Option<PathBuf>,
+
+    /// Run a built-in policy by its plugin name (e.g. PodLifeTime, LowNodeUtilization).
+    #[arg(long, value_name = "NAME", conflicts_with = "profile")]
+    pub builtin: Option<String>,
+
+    /// The cluster: a `kubectl get … -o json` (or `-o yaml`) List, read as
+    /// `PUT /api/v1/clusters/{name}/snapshot` reads it. `-` reads standard input.
+    #[arg(long, value_name = "CLUSTER.json|.yaml")]
+    pub snapshot: PathBuf,
+
+    /// The policy's args (JSON or YAML object), checked by the policy's validate-args. Default:
+    /// the policy's own defaults.
+    #[arg(long, value_name = "FILE", conflicts_with = "profile")]
+    pub args: Option<PathBuf>,
+
+    /// Run a DeschedulerPolicy document (JSON or YAML, as `PUT /api/v1/profiles/{name}`
+    /// accepts) with its DefaultEvictor: its plugins are built-ins or POLICY.wasm.
+    #[arg(long, value_name = "DESCHEDULERPOLICY.yaml")]
+    pub profile: Option<PathBuf>,
+
+    /// Where the single policy is enabled (default: every extension point it implements).
+    #[arg(long, value_enum, conflicts_with = "profile")]
+    pub extension_point: Option<EvalExtensionPoint>,
+
+    /// Policy state: read from DIR/state.json before the run (none if missing), so that
+    /// consecutive evals see each other's state as consecutive runs do.
+    #[arg(long, value_name = "DIR")]
+    pub state: Option<PathBuf>,
+
+    /// Write the state the run commits to DIR/state.json (as the server commits it: the scopes
+    /// of policies that succeeded). Without it --state is only read.
+    #[arg(long, requires = "state")]
+    pub write_state: bool,
+
+    /// The snapshot's time (RFC 3339), which policies see as now [default: the current time].
+    #[arg(long, value_name = "TIME")]
+    pub observed_at: Option<String>,
+
+    /// What to print on standard output.
+    #[arg(long, value_enum, default_value_t = EvalOutput::Table)]
+    pub output: EvalOutput,
+}
+
+/// `rebalancer eval --output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EvalOutput {
+    /// Sections for people: policies and timings, proposals, refusals, logs, state.
+    Table,
+    /// One JSON object (its shape is documented in docs/writing-a-policy.md).
+    Json,
+}
+
+/// `rebalancer eval --extension-point`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EvalExtensionPoint {
+    Deschedule,
+    Balance,
 }
 
 /// Flags of `rebalancer serve`.
@@ -1073,6 +1146,7 @@ mod tests {
         let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
         match cli.into_command() {
             Command::Serve(serve) => Settings::try_from(serve).map_err(|e| e.to_string()),
+            Command::Eval(_) => Err("not serve".into()),
         }
     }
 

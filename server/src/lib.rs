@@ -26,6 +26,8 @@
 //!   Leases, their backends, and whether this server may act on each.
 //! - [`whatif`]: the balance thresholds of a profile, for the balance and what-if views
 //!   (`rebalancer_cluster::whatif` computes them).
+//! - [`eval`]: `rebalancer eval`, a run offline on a snapshot file (no database, no server) with
+//!   the same parsing, sandbox and cycle as the server's.
 //! - [`metrics`]: Prometheus counters and histograms, rendered at `/metrics`.
 //! - [`strict_json`]: request bodies take a JSON object where the API document says object.
 //!
@@ -43,6 +45,7 @@ pub mod audit;
 pub mod auth;
 pub mod backend;
 pub mod config;
+pub mod eval;
 pub mod executor;
 pub mod http;
 pub mod in_flight;

@@ -28,5 +28,6 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
                 .block_on(app::run(settings))?;
             Ok(std::process::ExitCode::SUCCESS)
         }
+        Command::Eval(args) => Ok(rebalancer_server::eval::main(args)),
     }
 }

@@ -58,6 +58,13 @@ pub struct RunReport {
     #[serde(skip)]
     #[schema(ignore)]
     pub proposals: Vec<Proposal>,
+    /// The refused proposals, in order: the first
+    /// [`MAX_RECORDED_REFUSALS`](rebalancer_policy_sdk::evictor::MAX_RECORDED_REFUSALS) of the
+    /// cycle (each policy's `refusals` counts them all). Not serialised: for callers that show
+    /// them (`rebalancer eval`).
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub refusals: Vec<RefusedProposal>,
     /// Wall time of the whole cycle, in milliseconds.
     pub duration_ms: f64,
     /// `wasm` or `native`.
@@ -185,6 +192,22 @@ pub struct Proposal {
     pub plugin: String,
     pub plugin_set: String,
     pub reason: String,
+}
+
+/// One refused proposal: the pod, who proposed it and why the evictor refused it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedProposal {
+    pub pod_uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    pub plugin: String,
+    pub plugin_set: String,
+    /// The reason the policy gave.
+    pub reason: String,
+    /// Why it was refused (a limit, a PDB, the evictor's filters).
+    pub refusal: String,
 }
 
 /// Evaluate `profile` over `snapshot` with the registered wasm policies. Blocking.
@@ -315,6 +338,7 @@ pub fn cycle(
         policies: Vec::new(),
         proposal_count: 0,
         proposals: Vec::new(),
+        refusals: Vec::new(),
         duration_ms: 0.0,
         mode: mode.to_string(),
         state_updates: Vec::new(),
@@ -432,6 +456,29 @@ pub fn cycle(
         })
         .collect();
     report.proposal_count = report.proposals.len();
+    report.refusals = state
+        .refusals()
+        .iter()
+        .map(|r| {
+            // A refusal may name a pod the snapshot does not have (`unknown pod`).
+            let (pod_uid, namespace, name, node) = if (r.pod as usize) < cluster.pod_count() {
+                let pod = cluster.pod(r.pod);
+                (pod.uid(), pod.namespace(), pod.name(), pod.node_name())
+            } else {
+                ("", "", "", "")
+            };
+            RefusedProposal {
+                pod_uid: pod_uid.to_string(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                node: node.to_string(),
+                plugin: r.plugin.clone(),
+                plugin_set: r.plugin_set.clone(),
+                reason: r.reason.clone(),
+                refusal: r.refusal.to_string(),
+            }
+        })
+        .collect();
     if let Some((mut scope, base_version, window)) = cooldown.take() {
         remember_owners(cluster, &state, &mut scope, window);
         if scope.changed() {

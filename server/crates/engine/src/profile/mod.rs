@@ -20,7 +20,9 @@ use serde_json::{Value, json};
 use crate::wasm::{Engine, PolicyRegistry};
 use rebalancer_policy_sdk::ExtensionPoint;
 
-pub use policy_doc::{ParseOutcome, ParsedPolicy, parse_all, parse_with_warnings};
+pub use policy_doc::{
+    ParseOutcome, ParsedPolicy, extension_point_key, parse_all, parse_with_warnings,
+};
 
 /// The profile every server has (created at start-up when missing).
 pub const DEFAULT_PROFILE: &str = "default";

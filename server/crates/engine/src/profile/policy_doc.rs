@@ -83,7 +83,7 @@ pub fn parse_all(doc: &Value) -> ParseOutcome {
 
 /// The key the document uses for an extension point of `profiles[set_index]` (it may be spelled
 /// `preEvictionFilter`), or the canonical lower-case key when absent.
-pub(super) fn extension_point_key(doc: &Value, set_index: usize, point: &str) -> String {
+pub fn extension_point_key(doc: &Value, set_index: usize, point: &str) -> String {
     doc.pointer(&format!("/profiles/{set_index}/plugins"))
         .and_then(Value::as_object)
         .and_then(|plugins| plugins.keys().find(|k| k.eq_ignore_ascii_case(point)))
