@@ -55,7 +55,9 @@ impl Cli {
 /// Flags of `rebalancer eval`. The sandbox is the server's, with its default limits; see
 /// [`crate::eval`].
 #[derive(Debug, Clone, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["policy", "builtin", "profile"])))]
+#[command(group(
+    clap::ArgGroup::new("what").required(true).multiple(true).args(["policy", "builtin", "profile"])
+))]
 pub struct EvalArgs {
     /// The policy module to run (a `wasm32-wasip2` component), checked and compiled as an
     /// upload is. With --profile, the profile may enable it next to the built-ins.

@@ -17,7 +17,18 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         let child = rebalancer_engine::ChildArgs::parse(args).map_err(anyhow::Error::msg)?;
         return Ok(rebalancer_engine::child_main(child));
     }
-    match Cli::parse().into_command() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `rebalancer eval` exits 2 when a policy failed: its usage errors are bad input (3).
+        Err(e) if e.use_stderr() && is_eval() => {
+            let _ = e.print();
+            return Ok(std::process::ExitCode::from(
+                rebalancer_server::eval::Status::BadInput.code(),
+            ));
+        }
+        Err(e) => e.exit(),
+    };
+    match cli.into_command() {
         Command::Serve(args) => {
             let settings = Settings::try_from(args)?;
             telemetry::init(settings.log_format);
@@ -30,4 +41,9 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         }
         Command::Eval(args) => Ok(rebalancer_server::eval::main(args)),
     }
+}
+
+/// The command line names the `eval` subcommand.
+fn is_eval() -> bool {
+    std::env::args_os().nth(1).is_some_and(|a| a == "eval")
 }

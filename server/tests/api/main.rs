@@ -17,6 +17,7 @@ mod compile;
 mod cors;
 mod crash;
 mod docs;
+mod eval;
 mod fuzz;
 mod koordinator;
 mod kube;
