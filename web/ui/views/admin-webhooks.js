@@ -53,7 +53,7 @@ export async function page(ctx) {
         h('td', {}, w.lastDeliveryAt ? [time(w.lastDeliveryAt), ' ', badge(w.lastStatus)] : '—'),
         h('td', { class: 'row-actions' },
           h('button', {
-            type: 'button', class: 'small', text: 'Send test', 'aria-label': `Send a test delivery to ${w.url}`,
+            type: 'button', class: 'small', text: 'Send test', 'aria-label': `Send test delivery to ${w.url}`,
             onclick: () => act(`/webhooks/${w.id}/test`, `Test delivery queued for ${w.url}.`, 'Sending a test delivery'),
           }),
           w.enabled ? null : h('button', {
