@@ -509,6 +509,28 @@ await scenario('admin', async ({ page, context, newPage }) => {
     check(restored === r.body.effective.audit, `the audit keep time was not restored: ${restored}`);
   });
 
+  await step('webhooks: a hook with its state, a test delivery and its deliveries', async () => {
+    // 192.0.2.1 (TEST-NET-1) is a public address nothing answers: the delivery stays pending.
+    const created = await api('POST', '/webhooks', {
+      body: { url: 'http://192.0.2.1/hook', events: ['run.finished'], secret: `secret-${SUFFIX}-0123456789`, description: 'ui test' },
+    });
+    check(created.status === 201, `POST /webhooks answered ${created.status}: ${JSON.stringify(created.body)}`);
+    try {
+      await visit('#/admin/webhooks', 'Webhooks');
+      const row = page.locator(`tr[data-id="${created.body.id}"]`);
+      await row.waitFor();
+      check((await row.innerText()).includes('enabled'), 'the hook is not shown enabled');
+      await row.getByRole('button', { name: 'Send test delivery to http://192.0.2.1/hook' }).click();
+      await page.locator('#flash', { hasText: 'Test delivery queued' }).waitFor();
+      await page.locator(`#deliveries-${created.body.id}`).waitFor();
+      await page.locator('table.deliveries td', { hasText: 'webhook.test' }).first().waitFor();
+      await axe('webhooks');
+      await screenshot('webhooks');
+    } finally {
+      await api('DELETE', `/webhooks/${created.body.id}`);
+    }
+  });
+
   let viewerToken = null;
   await step('tokens: the secret is shown once, with a copy button; revoke', async () => {
     await visit('#/admin/tokens', 'API tokens');

@@ -65,6 +65,7 @@ const ASSETS: &[Embedded] = &[
     asset!("views/admin-audit.js"),
     asset!("views/admin-kit.js"),
     asset!("views/admin-retention.js"),
+    asset!("views/admin-webhooks.js"),
     asset!("views/admin-schedules.js"),
     asset!("views/admin-tokens.js"),
     asset!("views/clusters.js"),

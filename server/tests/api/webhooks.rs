@@ -842,11 +842,14 @@ async fn a_server_killed_with_deliveries_pending_delivers_them_all_after_a_resta
         Some(json!({"cluster": "east", "profile": "lifetime"})),
     )
     .await;
-    // Every test delivery attempted (and refused with 503) at least once before the kill.
+    // Every test delivery and the run's deliveries attempted (and refused with 503) at least
+    // once before the kill.
     let refused = receiver
-        .until("an attempt of every test delivery", |r| {
+        .until("an attempt of every test delivery and of the run's", |r| {
             let seen: BTreeSet<&String> = r.iter().map(|r| &r.delivery).collect();
             queued.iter().all(|q| seen.contains(q))
+                && r.iter().any(|r| r.event == "run.finished")
+                && r.iter().any(|r| r.event == "decisions.proposed")
         })
         .await;
     for r in &refused {

@@ -245,25 +245,29 @@ impl Store {
     }
 
     pub async fn webhook(&self, id: i64) -> Result<WebhookRecord, StoreError> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?"
-        )))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or_else(|| webhook_not_found(id))?;
-        webhook_from_row(&row)
+        self.one_webhook(
+            &format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?"),
+            id,
+        )
+        .await
     }
 
     /// Delete a hook and every delivery of it (pending ones are dropped).
     pub async fn delete_webhook(&self, id: i64) -> Result<WebhookRecord, StoreError> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DELETE FROM webhooks WHERE id = ? RETURNING {WEBHOOK_COLUMNS}"
-        )))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or_else(|| webhook_not_found(id))?;
+        self.one_webhook(
+            &format!("DELETE FROM webhooks WHERE id = ? RETURNING {WEBHOOK_COLUMNS}"),
+            id,
+        )
+        .await
+    }
+
+    /// The hook `sql` (binding `id`) answers, or `NotFound`.
+    async fn one_webhook(&self, sql: &str, id: i64) -> Result<WebhookRecord, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| webhook_not_found(id))?;
         webhook_from_row(&row)
     }
 
