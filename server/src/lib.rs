@@ -27,7 +27,8 @@
 //! - [`whatif`]: the balance thresholds of a profile, for the balance and what-if views
 //!   (`rebalancer_cluster::whatif` computes them).
 //! - [`metrics`]: Prometheus counters and histograms, rendered at `/metrics`.
-//! - [`strict_json`]: request bodies take a JSON object where the API document says object.
+//! - [`strict_json`]: request bodies take a JSON object where the API document says object,
+//!   and an integer written `192.0` where it says integer.
 //!
 //! Elsewhere: `rebalancer_store` (SQLite, all SQL), `rebalancer_cluster` (cluster state),
 //! `rebalancer_backend` (the backend contract), `rebalancer_kube` (the Kubernetes backend),

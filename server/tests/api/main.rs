@@ -32,6 +32,7 @@ mod queue;
 mod restart;
 mod retention;
 mod runs;
+mod schema_rules;
 mod shutdown;
 mod timeouts;
 mod tls;
