@@ -34,10 +34,32 @@ pub struct Cli {
     pub serve: ServeArgs,
 }
 
+// Parsed once, at start-up: the size of `ServeArgs` beside the others does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the server (the default when no subcommand is given).
     Serve(ServeArgs),
+    /// Create a policy crate of your own in DIR (Cargo.toml, src/lib.rs, tests/), from the
+    /// worked example of docs/writing-a-policy.md, with the SDK as a path dependency: ready for
+    /// `cargo test` and `cargo build --target wasm32-wasip2 --profile policy`.
+    NewPolicy(NewPolicyArgs),
+}
+
+/// Flags of `rebalancer new-policy`.
+#[derive(Debug, Clone, Args)]
+pub struct NewPolicyArgs {
+    /// The directory to create (absent or empty). Its name names the crate (`old-pods`) and,
+    /// in CamelCase, the plugin (`OldPods`).
+    pub dir: PathBuf,
+    /// The plugin's name (what profiles enable, and the Rust type): ASCII letters and digits,
+    /// starting with an uppercase letter. Default: DIR's name in CamelCase.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The SDK to depend on: the policy-sdk directory of a Rebalancer checkout. Default: the
+    /// one this binary was built from, if it is still there.
+    #[arg(long)]
+    pub sdk: Option<PathBuf>,
 }
 
 impl Cli {
@@ -1073,6 +1095,7 @@ mod tests {
         let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
         match cli.into_command() {
             Command::Serve(serve) => Settings::try_from(serve).map_err(|e| e.to_string()),
+            Command::NewPolicy(args) => Err(format!("not serve: {args:?}")),
         }
     }
 

@@ -26,6 +26,7 @@ mod live;
 mod logs;
 mod metrics;
 mod migrations;
+mod new_policy;
 mod policies;
 mod profiles;
 mod queue;
