@@ -3,7 +3,8 @@
 //! Owns: the start-up sequence (database → engine → built-in and uploaded policies → stored
 //! clusters → demo cluster → `default` profile → ready), building the handles every stage gets
 //! (their deps structs) and the HTTP layer's [`AppState`] from the same handles, and running the
-//! HTTP server, the scheduler, the pod-migration executor and retention (pruning history) until
+//! HTTP server, the scheduler, the pod-migration executor, retention (pruning history) and
+//! webhook deliveries until
 //! SIGINT/SIGTERM with every task supervised.
 //! Must not: hold SQL (that is `store`), stage logic (snapshot ingest is `ingest`) or build
 //! HTTP responses (that is `http`).
@@ -28,7 +29,7 @@ use crate::executor::{self, Executor};
 use crate::http::AppState;
 use crate::in_flight::InFlight;
 use crate::ingest::{Ingest, ms};
-use crate::{approval, retention, trigger};
+use crate::{approval, retention, trigger, webhooks};
 use rebalancer_cluster::{self as cluster, Clusters};
 use rebalancer_engine::profile;
 use rebalancer_engine::{Engine, EngineConfig, PolicyRegistry};
@@ -181,6 +182,14 @@ pub async fn spawn_with_backend(
         store: store.clone(),
         metrics: metrics.clone(),
         settings: settings.retention,
+        webhook_deliveries: settings.webhooks.retain_deliveries,
+    };
+    let delivering = webhooks::Deps {
+        store: store.clone(),
+        settings: settings.webhooks,
+        wake: Arc::new(Notify::new()),
+        client: webhooks::client(&settings.webhooks)
+            .context("building the HTTP client of webhook deliveries")?,
     };
     // Set when serving stops: connections finish their request, and the event streams (which
     // never finish by themselves) end.
@@ -208,6 +217,7 @@ pub async fn spawn_with_backend(
         runs: runs.clone(),
         approval,
         pod_migrations: pod_migrations.clone(),
+        webhooks_wake: delivering.wake.clone(),
     };
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
@@ -224,6 +234,7 @@ pub async fn spawn_with_backend(
             runs,
             pod_migrations,
             pruning,
+            delivering,
         },
         (listener, tls),
         (stop_serving, serving_stopped),
@@ -279,24 +290,31 @@ struct Tasks {
     runs: trigger::Deps,
     pod_migrations: executor::Deps,
     pruning: retention::Deps,
+    delivering: webhooks::Deps,
 }
 
-/// The executor and retention: their dependencies until start-up is done, then their tasks.
+/// The executor, retention and webhooks: their dependencies until start-up is done, then their
+/// tasks.
 struct Background {
     pod_migrations: Option<executor::Deps>,
     pruning: Option<retention::Deps>,
+    delivering: Option<webhooks::Deps>,
     executor: Option<JoinHandle<()>>,
     retention: Option<JoinHandle<()>>,
+    webhooks: Option<JoinHandle<()>>,
 }
 
 impl Background {
-    /// Spawn both; each stops when `stop` becomes true.
+    /// Spawn them; each stops when `stop` becomes true.
     fn start(&mut self, stop: &watch::Sender<bool>) {
         if let Some(deps) = self.pod_migrations.take() {
             self.executor = Some(tokio::spawn(executor::run(deps, stop.subscribe())));
         }
         if let Some(deps) = self.pruning.take() {
             self.retention = Some(tokio::spawn(retention::run(deps, stop.subscribe())));
+        }
+        if let Some(deps) = self.delivering.take() {
+            self.webhooks = Some(tokio::spawn(webhooks::run(deps, stop.subscribe())));
         }
     }
 }
@@ -333,6 +351,7 @@ async fn supervise(
         runs,
         pod_migrations,
         pruning,
+        delivering,
     } = tasks;
     let timeouts = crate::http::serve::ReadTimeouts {
         head: core.settings.header_read_timeout,
@@ -359,8 +378,10 @@ async fn supervise(
     let mut background = Background {
         pod_migrations: Some(pod_migrations),
         pruning: Some(pruning),
+        delivering: Some(delivering),
         executor: None,
         retention: None,
+        webhooks: None,
     };
     let mut failure: Option<anyhow::Error> = None;
 
@@ -404,6 +425,12 @@ async fn supervise(
                     failure.get_or_insert(e);
                 }
             }
+            ended = async { background.webhooks.as_mut().expect("polled only while running").await }, if background.webhooks.is_some() => {
+                background.webhooks = None;
+                if let Some(e) = ended_early("the webhook task", ended, &stop_serving) {
+                    failure.get_or_insert(e);
+                }
+            }
             changed = shutdown.changed() => {
                 if changed.is_err() || *shutdown.borrow() {
                     tracing::debug!("shutdown: requested; serving stops");
@@ -422,6 +449,7 @@ async fn supervise(
     for (what, task) in [
         ("the pod-migration executor", background.executor.take()),
         ("the retention task", background.retention.take()),
+        ("the webhook task", background.webhooks.take()),
     ] {
         if let Some(task) = task
             && let Err(e) = task.await

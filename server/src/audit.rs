@@ -35,6 +35,9 @@ pub mod action {
     pub const ARBITRATION_PUT: &str = "arbitration.put";
     pub const ARBITRATION_DELETE: &str = "arbitration.delete";
     pub const RETENTION_PUT: &str = "retention.put";
+    pub const WEBHOOK_CREATE: &str = "webhook.create";
+    pub const WEBHOOK_DELETE: &str = "webhook.delete";
+    pub const WEBHOOK_ENABLE: &str = "webhook.enable";
 
     /// Every action the API records (docs/api.md lists them; a test compares).
     pub const ALL: &[&str] = &[
@@ -58,6 +61,9 @@ pub mod action {
         ARBITRATION_PUT,
         ARBITRATION_DELETE,
         RETENTION_PUT,
+        WEBHOOK_CREATE,
+        WEBHOOK_DELETE,
+        WEBHOOK_ENABLE,
     ];
 }
 
@@ -72,6 +78,7 @@ pub mod kind {
     pub const DECISION: &str = "decision";
     pub const POD_MIGRATION: &str = "pod-migration";
     pub const RETENTION: &str = "retention";
+    pub const WEBHOOK: &str = "webhook";
 }
 
 /// Append one audit entry per object (`(object id, detail)`), all by `actor` doing `action`,

@@ -321,6 +321,129 @@ pub struct ServeArgs {
     /// when the server is ready.
     #[arg(long, env = "REBALANCER_PRUNE_INTERVAL", default_value = DEFAULT_PRUNE_INTERVAL)]
     pub prune_interval: String,
+
+    /// Let webhooks deliver to loopback, link-local, private (RFC 1918, fc00::/7), CGNAT
+    /// (100.64.0.0/10), unspecified and multicast addresses. Off: such destinations are refused
+    /// when a hook is created and again at each delivery (after DNS resolution).
+    #[arg(long, env = "REBALANCER_WEBHOOK_ALLOW_PRIVATE_DESTINATIONS")]
+    pub webhook_allow_private_destinations: bool,
+
+    /// How long one delivery attempt may take, connecting included (Go duration).
+    #[arg(long, env = "REBALANCER_WEBHOOK_TIMEOUT", default_value = DEFAULT_WEBHOOK_TIMEOUT)]
+    pub webhook_timeout: String,
+
+    /// Attempts per delivery before it fails for good.
+    #[arg(long, env = "REBALANCER_WEBHOOK_MAX_ATTEMPTS", default_value_t = DEFAULT_WEBHOOK_MAX_ATTEMPTS)]
+    pub webhook_max_attempts: u32,
+
+    /// Wait before the second attempt of a delivery; it doubles after each failed attempt
+    /// (up to --webhook-retry-max), less a random part of up to half (Go duration).
+    #[arg(long, env = "REBALANCER_WEBHOOK_RETRY_BASE", default_value = DEFAULT_WEBHOOK_RETRY_BASE)]
+    pub webhook_retry_base: String,
+
+    /// The longest wait between two attempts of a delivery (Go duration).
+    #[arg(long, env = "REBALANCER_WEBHOOK_RETRY_MAX", default_value = DEFAULT_WEBHOOK_RETRY_MAX)]
+    pub webhook_retry_max: String,
+
+    /// Disable a hook after this many of its deliveries in a row failed for good (an admin
+    /// enables it again with POST /api/v1/webhooks/{id}/enable).
+    #[arg(long, env = "REBALANCER_WEBHOOK_DISABLE_AFTER", default_value_t = DEFAULT_WEBHOOK_DISABLE_AFTER)]
+    pub webhook_disable_after: u32,
+
+    /// Keep delivered and failed webhook deliveries this long after they finished (`7d`,
+    /// `12h`; `0`: forever). Pending deliveries are always kept.
+    #[arg(long, env = "REBALANCER_RETAIN_WEBHOOK_DELIVERIES", default_value = DEFAULT_RETAIN_WEBHOOK_DELIVERIES)]
+    pub retain_webhook_deliveries: String,
+}
+
+/// Default of `--webhook-timeout`.
+pub const DEFAULT_WEBHOOK_TIMEOUT: &str = "10s";
+/// Default of `--webhook-max-attempts`: with the default backoff (1 s doubling up to 1 h, less
+/// up to half at random), the last attempt comes 1.6 to 3.1 hours after the first.
+pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 15;
+/// Default of `--webhook-retry-base`.
+pub const DEFAULT_WEBHOOK_RETRY_BASE: &str = "1s";
+/// Default of `--webhook-retry-max`.
+pub const DEFAULT_WEBHOOK_RETRY_MAX: &str = "1h";
+/// Default of `--webhook-disable-after`.
+pub const DEFAULT_WEBHOOK_DISABLE_AFTER: u32 = 5;
+/// Default of `--retain-webhook-deliveries`.
+pub const DEFAULT_RETAIN_WEBHOOK_DELIVERIES: &str = "7d";
+
+/// How webhooks are delivered: the `--webhook-*` flags and `--retain-webhook-deliveries`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WebhookSettings {
+    /// Deliver to private, loopback, link-local… addresses too.
+    pub allow_private_destinations: bool,
+    /// Per attempt.
+    pub timeout: std::time::Duration,
+    /// Attempts per delivery (at least 1).
+    pub max_attempts: u32,
+    /// The wait before the second attempt; doubled after each failed one, up to `retry_max`.
+    pub retry_base: std::time::Duration,
+    pub retry_max: std::time::Duration,
+    /// Failed deliveries in a row that disable a hook (at least 1).
+    pub disable_after: u32,
+    /// How long finished deliveries are kept (`None`: forever).
+    pub retain_deliveries: Option<std::time::Duration>,
+}
+
+impl Default for WebhookSettings {
+    /// The flags' defaults.
+    fn default() -> Self {
+        let duration = |flag, text| positive_duration(flag, text).expect("a valid default");
+        WebhookSettings {
+            allow_private_destinations: false,
+            timeout: duration("webhook-timeout", DEFAULT_WEBHOOK_TIMEOUT),
+            max_attempts: DEFAULT_WEBHOOK_MAX_ATTEMPTS,
+            retry_base: duration("webhook-retry-base", DEFAULT_WEBHOOK_RETRY_BASE),
+            retry_max: duration("webhook-retry-max", DEFAULT_WEBHOOK_RETRY_MAX),
+            disable_after: DEFAULT_WEBHOOK_DISABLE_AFTER,
+            retain_deliveries: keep_time(
+                "retain-webhook-deliveries",
+                DEFAULT_RETAIN_WEBHOOK_DELIVERIES,
+            )
+            .expect("a valid default keep time"),
+        }
+    }
+}
+
+impl WebhookSettings {
+    fn from_args(args: &ServeArgs) -> Result<WebhookSettings, ConfigError> {
+        let at_least_one = |flag: &'static str, value: u32| {
+            if value == 0 {
+                Err(ConfigError {
+                    flag,
+                    message: "must be at least 1".into(),
+                })
+            } else {
+                Ok(value)
+            }
+        };
+        let retry_base = positive_duration("webhook-retry-base", &args.webhook_retry_base)?;
+        let retry_max = positive_duration("webhook-retry-max", &args.webhook_retry_max)?;
+        if retry_max < retry_base {
+            return Err(ConfigError {
+                flag: "webhook-retry-max",
+                message: format!(
+                    "{} is shorter than --webhook-retry-base {}",
+                    args.webhook_retry_max, args.webhook_retry_base
+                ),
+            });
+        }
+        Ok(WebhookSettings {
+            allow_private_destinations: args.webhook_allow_private_destinations,
+            timeout: positive_duration("webhook-timeout", &args.webhook_timeout)?,
+            max_attempts: at_least_one("webhook-max-attempts", args.webhook_max_attempts)?,
+            retry_base,
+            retry_max,
+            disable_after: at_least_one("webhook-disable-after", args.webhook_disable_after)?,
+            retain_deliveries: keep_time(
+                "retain-webhook-deliveries",
+                &args.retain_webhook_deliveries,
+            )?,
+        })
+    }
 }
 
 /// Default of `--placeholder-image`.
@@ -730,6 +853,8 @@ pub struct Settings {
     pub kube: KubeSettings,
     /// How long history is kept and how often it is pruned.
     pub retention: RetentionSettings,
+    /// How webhooks are delivered.
+    pub webhooks: WebhookSettings,
 }
 
 /// The PEM files of `--tls-cert` and `--tls-key`.
@@ -863,6 +988,7 @@ impl Settings {
             proposal_ttl_ms: 60 * 60 * 1000,
             kube: KubeSettings::default(),
             retention: RetentionSettings::default(),
+            webhooks: WebhookSettings::default(),
         }
     }
 }
@@ -958,6 +1084,7 @@ impl TryFrom<ServeArgs> for Settings {
             }
         }
         let retention = RetentionSettings::from_args(&args)?;
+        let webhooks = WebhookSettings::from_args(&args)?;
         positive("policy-compile-timeout-ms", args.policy_compile_timeout_ms)?;
         positive(
             "policy-compile-concurrency",
@@ -997,6 +1124,7 @@ impl TryFrom<ServeArgs> for Settings {
         Ok(Settings {
             kube,
             retention,
+            webhooks,
             compile,
             listen: args.listen,
             database: args.database,

@@ -19,6 +19,8 @@
 //! - [`approval`]: approving and rejecting decisions, auto-approve rules, proposal expiry.
 //! - [`executor`]: arbitration and the pod-migration state machine (background task).
 //! - [`retention`]: deleting history past its keep time, batch by batch (background task).
+//! - [`webhooks`]: the change feed turned into signed deliveries to portals, retried with
+//!   backoff (background task).
 //! - [`backend`]: where pod migrations act — the simulated backend (scheduler, PDB-aware
 //!   evictions and controllers over the stored cluster) and [`backend::Backends`], which routes
 //!   each cluster to its backend (the contract is `rebalancer_backend`).
@@ -56,4 +58,5 @@ pub mod retention;
 pub mod strict_json;
 pub mod telemetry;
 pub mod trigger;
+pub mod webhooks;
 pub mod whatif;

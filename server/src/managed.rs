@@ -71,6 +71,7 @@ async fn announce_connections(
                 "name": name,
                 "connection": state_name(status.state),
                 "message": status.message,
+                "previous": announced.get(name).map(|(state, _)| state_name(*state)),
             });
             match store
                 .append_event(rebalancer_store::EventKind::Cluster, Some(name), &data)

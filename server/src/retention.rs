@@ -243,7 +243,10 @@ impl LastPass {
                     .by_table()
                     .into_iter()
                     .map(|(t, n)| (t.to_string(), n))
-                    .chain([("events".to_string(), r.events)])
+                    .chain([
+                        ("events".to_string(), r.events),
+                        ("webhook_deliveries".to_string(), r.webhook_deliveries),
+                    ])
                     .collect(),
                 batches: r.batches,
                 longest_batch_ms: r.longest_batch.as_millis() as u64,
@@ -269,6 +272,8 @@ pub struct PassReport {
     pub pruned: Pruned,
     /// Events of the change feed deleted.
     pub events: u64,
+    /// Finished webhook deliveries deleted.
+    pub webhook_deliveries: u64,
     /// Transactions that deleted something.
     pub batches: u32,
     /// The longest of them: the longest an API write waited for this pass.
@@ -296,11 +301,13 @@ pub fn cutoffs(settings: &RetentionSettings, now: i64) -> PruneCutoffs {
 }
 
 /// Delete everything due under `cutoffs`, rule by rule, one batch per transaction with `pace`'s
-/// pause between batches; then checkpoint the WAL. Stops between two batches once `stop` is
-/// true.
+/// pause between batches; then the change feed, then the webhook deliveries that finished
+/// before `webhook_deliveries` (ms; `None`: keep them); then checkpoint the WAL. Stops between
+/// two batches once `stop` is true.
 pub async fn prune_pass(
     store: &Store,
     cutoffs: &PruneCutoffs,
+    webhook_deliveries: Option<i64>,
     pace: Pace,
     stop: &watch::Receiver<bool>,
 ) -> Result<PassReport, StoreError> {
@@ -326,22 +333,15 @@ pub async fn prune_pass(
         }
     }
     let events_before = now_ms().saturating_sub(EVENTS_KEEP.as_millis() as i64);
-    while !report.stopped {
-        if *stop.borrow() {
-            report.stopped = true;
-            break;
-        }
-        let (deleted, more) = store
-            .prune_events(Some(events_before), Some(EVENTS_MAX), pace.batch)
-            .await?;
-        report.events += deleted;
-        if deleted > 0 {
-            report.batches += 1;
-        }
-        if !more {
-            break;
-        }
-        tokio::time::sleep(pace.pause).await;
+    report.events = drain(&mut report, pace, stop, move |n| {
+        store.prune_events(Some(events_before), Some(EVENTS_MAX), n)
+    })
+    .await?;
+    if let Some(before) = webhook_deliveries {
+        report.webhook_deliveries = drain(&mut report, pace, stop, move |n| {
+            store.prune_webhook_deliveries(before, n)
+        })
+        .await?;
     }
     if !report.stopped {
         report.checkpoint = Some(store.checkpoint_wal().await?);
@@ -350,12 +350,45 @@ pub async fn prune_pass(
     Ok(report)
 }
 
+/// Delete with `batch` (given the batch size; it answers rows deleted and whether more may be
+/// due) until nothing is left, pausing between batches, stopping once `stop` is true. Returns
+/// the rows deleted.
+async fn drain<F>(
+    report: &mut PassReport,
+    pace: Pace,
+    stop: &watch::Receiver<bool>,
+    mut batch: impl FnMut(u32) -> F,
+) -> Result<u64, StoreError>
+where
+    F: std::future::Future<Output = Result<(u64, bool), StoreError>>,
+{
+    let mut total = 0;
+    while !report.stopped {
+        if *stop.borrow() {
+            report.stopped = true;
+            break;
+        }
+        let (deleted, more) = batch(pace.batch).await?;
+        total += deleted;
+        if deleted > 0 {
+            report.batches += 1;
+        }
+        if !more {
+            break;
+        }
+        tokio::time::sleep(pace.pause).await;
+    }
+    Ok(total)
+}
+
 /// What the task needs.
 #[derive(Clone)]
 pub struct Deps {
     pub store: Store,
     pub metrics: Arc<Metrics>,
     pub settings: RetentionSettings,
+    /// `--retain-webhook-deliveries` (`None`: forever).
+    pub webhook_deliveries: Option<Duration>,
 }
 
 /// Prune now, then every interval, until `stop` turns true. A pass that fails is logged and
@@ -373,8 +406,12 @@ pub async fn run(deps: Deps, mut stop: watch::Receiver<bool>) {
                 deps.settings
             }
         };
-        let cutoffs = cutoffs(&settings, now_ms());
-        let pass = prune_pass(&deps.store, &cutoffs, Pace::default(), &stop).await;
+        let now = now_ms();
+        let cutoffs = cutoffs(&settings, now);
+        let deliveries = deps
+            .webhook_deliveries
+            .map(|keep| now.saturating_sub(i64::try_from(keep.as_millis()).unwrap_or(i64::MAX)));
+        let pass = prune_pass(&deps.store, &cutoffs, deliveries, Pace::default(), &stop).await;
         match &pass {
             Ok(report) => record(&deps.metrics, report),
             Err(e) => {
@@ -404,10 +441,11 @@ fn record(metrics: &Metrics, report: &PassReport) {
         metrics.rows_pruned(table, rows);
     }
     metrics.rows_pruned("events", report.events);
+    metrics.rows_pruned("webhook_deliveries", report.webhook_deliveries);
     let p = &report.pruned;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let wal_truncated = report.checkpoint.map(|c| c.truncated);
-    if p.rows() + report.events > 0 {
+    if p.rows() + report.events + report.webhook_deliveries > 0 {
         tracing::info!(
             decisions = p.decisions,
             decision_events = p.decision_events,
@@ -418,6 +456,7 @@ fn record(metrics: &Metrics, report: &PassReport) {
             audit_log = p.audit_log,
             run_logs = p.run_logs,
             events = report.events,
+            webhook_deliveries = report.webhook_deliveries,
             batches = report.batches,
             longest_batch_ms = ms(report.longest_batch),
             duration_ms = ms(report.elapsed),

@@ -19,6 +19,7 @@ import * as adminAudit from './views/admin-audit.js';
 import * as adminSchedules from './views/admin-schedules.js';
 import * as adminArbitration from './views/admin-arbitration.js';
 import * as adminRetention from './views/admin-retention.js';
+import * as adminWebhooks from './views/admin-webhooks.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
@@ -57,6 +58,7 @@ const ROUTES = [
   [['admin', 'schedules'], adminSchedules.page],
   [['admin', 'arbitration'], adminArbitration.page],
   [['admin', 'retention'], adminRetention.page],
+  [['admin', 'webhooks'], adminWebhooks.page],
 ];
 
 let current = null; // { controller, cleanups, live }

@@ -151,6 +151,18 @@ pub const ROUTE_ACCESS: &[RouteAccess] = &[
     row(Method::GET, "/api/v1/events", VIEWER),
     row(Method::GET, "/api/v1/retention", VIEWER),
     row(Method::PUT, "/api/v1/retention", ADMIN),
+    row(Method::GET, "/api/v1/webhooks", ADMIN),
+    row(Method::POST, "/api/v1/webhooks", ADMIN),
+    row(Method::GET, "/api/v1/webhooks/{id}", ADMIN),
+    row(Method::DELETE, "/api/v1/webhooks/{id}", ADMIN),
+    row(Method::POST, "/api/v1/webhooks/{id}/test", ADMIN),
+    row(Method::POST, "/api/v1/webhooks/{id}/enable", ADMIN),
+    row(Method::GET, "/api/v1/webhooks/{id}/deliveries", ADMIN),
+    row(
+        Method::GET,
+        "/api/v1/webhooks/{id}/deliveries/{deliveryId}",
+        ADMIN,
+    ),
 ];
 
 /// The table's row for a method and route template (`HEAD` is asked as `GET`), if any.

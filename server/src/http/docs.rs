@@ -1,7 +1,8 @@
 //! What the routes' `#[utoipa::path]` annotations and the derives cannot say in the OpenAPI
 //! document, added once every route is in it ([`complete`]): the shared error responses
 //! (`components/responses`), the answers every `/api/v1` route can give whatever it does (503
-//! during start-up, 500), and the cross-field rules of request bodies as an `anyOf` or a
+//! during start-up, 500), `uniqueItems` of a new webhook's events, and the cross-field rules
+//! of request bodies as an `anyOf` or a
 //! `oneOf` (a bulk approval names a filter; a schedule has an interval or `onChange: true`; a
 //! what-if selects by exactly one of ids, a filter or a run; a token expires in seconds or at a
 //! time, not both; a label selector's `values` go with its operator).
@@ -85,6 +86,12 @@ pub fn complete(openapi: &mut OpenApi) {
     // `PUT /api/v1/profiles/{name}/auto-approve`: values name what `In` and `NotIn` match, and
     // `Exists` and `DoesNotExist` take none.
     label_selector_requirement(components);
+    // `POST /api/v1/webhooks`: each event once (the derive has no `uniqueItems`).
+    if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut("CreateWebhook")
+        && let Some(RefOr::T(Schema::Array(events))) = object.properties.get_mut("events")
+    {
+        events.unique_items = true;
+    }
     // A schedule runs periodically, after changes, or both: never neither.
     if let Some(schema) = components.schemas.remove("ScheduleRequest") {
         let interval = ObjectBuilder::new().required("intervalSeconds").property(

@@ -86,6 +86,13 @@ pub struct DecisionsEventData {
     pub ids: Vec<i64>,
     pub cluster: String,
     pub status: rebalancer_store::DecisionStatus,
+    /// The run whose end changed them (`proposed` and `superseded` only).
+    pub run: Option<i64>,
+    /// That run's profile.
+    pub profile: Option<String>,
+    /// Whether that run was a dry run.
+    #[serde(rename = "dryRun")]
+    pub dry_run: Option<bool>,
 }
 
 /// `event: migration` — a pod migration moved to another step or phase. A new pod migration
@@ -99,6 +106,8 @@ pub struct MigrationEventData {
     pub phase: rebalancer_store::MigrationPhase,
     /// The step it is at now (`Admitted`, `Reserving`, `Evicting`, … `Done`).
     pub step: String,
+    /// Its phase before this change (the same as `phase` when only the step moved).
+    pub from: Option<rebalancer_store::MigrationPhase>,
 }
 
 /// `event: cluster` — a cluster got a new revision, was deleted, or (a Kubernetes-backed one)
@@ -112,6 +121,9 @@ pub struct ClusterEventData {
     pub connection: Option<String>,
     /// Why the connection is in that state (the last error while not synced).
     pub message: Option<String>,
+    /// The connection state announced before this one (absent for the first announcement
+    /// of this server process).
+    pub previous: Option<String>,
     /// Present (true) when the cluster was deleted.
     pub deleted: Option<bool>,
 }

@@ -39,6 +39,7 @@ pub mod state;
 pub mod tls;
 pub mod tokens;
 pub mod ui;
+pub mod webhooks;
 pub mod whatif;
 pub mod whoami;
 
@@ -96,6 +97,7 @@ pub const DOCS_PATH: &str = "/docs";
         (name = "audit", description = "Who did what to which object, when (append-only)"),
         (name = "events", description = "Live changes (server-sent events): runs, decisions, pod migrations, clusters"),
         (name = "retention", description = "How long history is kept, and what the last pruning pass did"),
+        (name = "webhooks", description = "Signed HTTP deliveries of changes to portals (admin): hooks and their deliveries"),
     )
 )]
 struct ApiDoc;
@@ -198,6 +200,18 @@ fn api_routes(body_limit: usize) -> OpenApiRouter<AppState> {
             tokens::list_tokens
         ))
         .routes(utoipa_axum::routes!(tokens::delete_token))
+        .routes(utoipa_axum::routes!(
+            webhooks::create_webhook,
+            webhooks::list_webhooks
+        ))
+        .routes(utoipa_axum::routes!(
+            webhooks::get_webhook,
+            webhooks::delete_webhook
+        ))
+        .routes(utoipa_axum::routes!(webhooks::test_webhook))
+        .routes(utoipa_axum::routes!(webhooks::enable_webhook))
+        .routes(utoipa_axum::routes!(webhooks::list_deliveries))
+        .routes(utoipa_axum::routes!(webhooks::get_delivery))
         .routes(utoipa_axum::routes!(audit::list_audit))
         .routes(utoipa_axum::routes!(whoami::whoami))
         .routes(utoipa_axum::routes!(events::events))
@@ -387,6 +401,6 @@ mod tests {
                 "{path} missing: {paths:?}"
             );
         }
-        assert_eq!(paths.len(), 36, "{paths:?}");
+        assert_eq!(paths.len(), 42, "{paths:?}");
     }
 }

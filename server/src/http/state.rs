@@ -58,6 +58,8 @@ pub struct AppState {
     pub pod_migrations: executor::Deps,
     /// Kubernetes clusters connected by the operator (not through the API).
     pub managed: crate::managed::Managed,
+    /// Wakes the webhook sender (a test delivery queued, a hook enabled again).
+    pub webhooks_wake: Arc<Notify>,
     /// Turns true when serving stops: the event streams end then (a stream never finishes by
     /// itself, and graceful shutdown waits for every response to finish).
     pub closing: tokio::sync::watch::Receiver<bool>,

@@ -468,7 +468,8 @@ async fn every_documented_operation_and_its_head_are_guarded_by_the_access_table
         // Ids and names no object has: nothing is changed by the callers that get through.
         let path = template
             .replace("{id}", "424242")
-            .replace("{name}", "no-such-object");
+            .replace("{name}", "no-such-object")
+            .replace("{deliveryId}", "00000000-0000-4000-8000-000000000000");
         assert!(
             !path.contains('{'),
             "a path parameter to fill in: {template}"

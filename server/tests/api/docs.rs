@@ -65,6 +65,12 @@ async fn health_openapi_and_swagger_ui() {
         ("/api/v1/whoami", vec!["get"]),
         ("/api/v1/events", vec!["get"]),
         ("/api/v1/retention", vec!["get", "put"]),
+        ("/api/v1/webhooks", vec!["get", "post"]),
+        ("/api/v1/webhooks/{id}", vec!["delete", "get"]),
+        ("/api/v1/webhooks/{id}/test", vec!["post"]),
+        ("/api/v1/webhooks/{id}/enable", vec!["post"]),
+        ("/api/v1/webhooks/{id}/deliveries", vec!["get"]),
+        ("/api/v1/webhooks/{id}/deliveries/{deliveryId}", vec!["get"]),
         ("/api/v1/clusters/{name}/balance", vec!["get"]),
         ("/api/v1/clusters/{name}/what-if", vec!["post"]),
     ];
@@ -309,7 +315,7 @@ async fn the_openapi_document_follows_its_structural_rules() {
     let (status, doc) = server.get("/api-docs/openapi.json").await;
     assert_eq!(status, StatusCode::OK);
     let all = operations(&doc);
-    assert_eq!(all.len(), 51, "every route");
+    assert_eq!(all.len(), 59, "every route");
 
     let mut problems = Vec::new();
     for (method, path, operation) in &all {

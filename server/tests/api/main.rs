@@ -2,7 +2,7 @@
 //! the real server on 127.0.0.1:0 with a temporary database, driven with reqwest; `crash` starts
 //! the real `rebalancer` process and kills it at each pod-migration step; `ui` drives the web UI
 //! in headless Chromium; `kube` runs the Kubernetes backend against an in-process fake API
-//! server (and crashes the binary at every step there).
+//! server (and crashes the binary at every step there); `webhooks` delivers to a local receiver.
 
 mod process;
 mod support;
@@ -39,4 +39,5 @@ mod timeouts;
 mod tls;
 mod triggers;
 mod ui;
+mod webhooks;
 mod whatif;

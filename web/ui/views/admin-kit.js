@@ -116,7 +116,7 @@ export function splitList(text) {
 export function adminNav(current) {
   const pages = [
     ['admin', 'Overview'], ['admin/tokens', 'Tokens'], ['admin/audit', 'Audit log'], ['admin/schedules', 'Schedules'],
-    ['admin/arbitration', 'Arbitration'], ['admin/retention', 'Retention'], ['policies', 'Policies'], ['profiles', 'Profiles'],
+    ['admin/arbitration', 'Arbitration'], ['admin/retention', 'Retention'], ['admin/webhooks', 'Webhooks'], ['policies', 'Policies'], ['profiles', 'Profiles'],
   ];
   return h('nav', { class: 'subnav', 'aria-label': 'Administration' }, h('ul', {}, pages.map(([path, text]) => h('li', {},
     h('a', { href: `#/${path}`, text, 'aria-current': path === current ? 'page' : null })))));

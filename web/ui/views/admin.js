@@ -12,6 +12,7 @@ const SECTIONS = [
   ['#/admin/schedules', 'Schedules', 'Runs every so often or after a cluster changes.', 'run'],
   ['#/admin/arbitration', 'Arbitration', 'How many pod migrations run at once and how fast evictions go, globally and per cluster.', 'admin'],
   ['#/admin/retention', 'Retention', 'How long history is kept.', 'admin'],
+  ['#/admin/webhooks', 'Webhooks', 'Portals told of changes: each hook\'s state, a test delivery, re-enabling, recent deliveries.', 'admin'],
   ['#/admin/tokens', 'Tokens', 'Create (the secret is shown once), list and revoke API tokens.', 'admin'],
   ['#/admin/audit', 'Audit log', 'Who changed what, when; filter by actor, action, object and time.', null],
 ];

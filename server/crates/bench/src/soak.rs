@@ -382,6 +382,7 @@ impl Soak<'_> {
                 let report = self.runtime.block_on(retention::prune_pass(
                     self.store,
                     &self.cutoffs(&starts, tick),
+                    None,
                     self.pace,
                     &never,
                 ))?;

@@ -25,11 +25,14 @@ use super::{Store, StoreError, now_ms, to_json};
 pub enum EventKind {
     /// A run started or finished: `{id, cluster, profile, status}`.
     Run,
-    /// Decisions changed status, one event per batch: `{ids, cluster, status}`.
+    /// Decisions changed status, one event per batch: `{ids, cluster, status}`, with
+    /// `{run, profile, dryRun}` when a run's end changed them (proposed, superseded).
     Decisions,
-    /// A pod migration changed (phase or step): `{id, decision, cluster, phase, step}`.
+    /// A pod migration changed (phase or step): `{id, decision, cluster, phase, step, from}`
+    /// (`from`: its phase before the change).
     Migration,
-    /// A cluster's revision, connection or existence changed: `{name, revision?, connection?}`.
+    /// A cluster's revision, connection or existence changed: `{name, revision?, connection?,
+    /// previous?}` (`previous`: the connection state announced before, if any).
     Cluster,
 }
 
@@ -99,6 +102,33 @@ pub(crate) async fn append_decisions(
         return Ok(());
     }
     let data = serde_json::json!({ "ids": ids, "cluster": cluster, "status": status });
+    append_event(conn, EventKind::Decisions, Some(cluster), &data).await?;
+    Ok(())
+}
+
+/// The run whose end changed decisions (proposed them, or superseded older ones).
+pub(crate) struct RunOf<'a> {
+    pub id: i64,
+    pub profile: &'a str,
+    pub dry_run: bool,
+}
+
+/// A `decisions` event for `ids` (nothing when empty) that the end of `run` moved to `status`:
+/// the event also names the run, its profile and whether it was a dry run.
+pub(crate) async fn append_run_decisions(
+    conn: &mut sqlx::SqliteConnection,
+    cluster: &str,
+    status: &str,
+    ids: &[i64],
+    run: &RunOf<'_>,
+) -> Result<(), StoreError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let data = serde_json::json!({
+        "ids": ids, "cluster": cluster, "status": status,
+        "run": run.id, "profile": run.profile, "dryRun": run.dry_run,
+    });
     append_event(conn, EventKind::Decisions, Some(cluster), &data).await?;
     Ok(())
 }

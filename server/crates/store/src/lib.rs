@@ -9,7 +9,7 @@
 //! cluster), [`transitions`] (every change that moves a decision and its pod migration together:
 //! approve, reject, expire, steps), [`backend`] (the simulated backend's cluster writes),
 //! [`tokens`], [`audit`], [`stats`], [`settings`] (run-time overrides of flags), [`events`] (the change feed the API streams, appended in
-//! each change's own transaction), and [`retention`] (deleting history past its keep time,
+//! each change's own transaction), [`webhooks`] (hooks, their deliveries and the dispatch cursor), and [`retention`] (deleting history past its keep time,
 //! batch by batch; the WAL checkpoint).
 //!
 //! Owns: the SQLite pool (WAL, busy timeout, foreign keys), the schema migrations
@@ -38,6 +38,7 @@ pub mod state;
 pub mod stats;
 pub mod tokens;
 pub mod transitions;
+pub mod webhooks;
 
 use std::path::Path;
 use std::time::Duration;
@@ -68,6 +69,10 @@ pub use stats::HistoryCounts;
 pub use tokens::{DeleteTokenError, InsertTokenError, NewToken, Role, TokenOrigin, TokenRecord};
 pub use transitions::{
     Approval, BULK_SAMPLE, BulkAction, BulkOutcome, MigrationTemplate, MigrationTemplates,
+};
+pub use webhooks::{
+    AttemptFailure, ClaimedDelivery, DeliveryRecord, DeliveryStatus, FailureOutcome, NewDelivery,
+    NewWebhook, WebhookRecord,
 };
 
 /// The schema migrations, shared by start-up and tests.

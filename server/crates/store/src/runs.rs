@@ -327,22 +327,27 @@ impl Store {
                     superseded = supersede(&mut tx, id, &cluster, &profile, dry_run, now).await?;
                 }
                 proposed.sort_unstable();
-                events::append_decisions(
+                let run = events::RunOf {
+                    id,
+                    profile: &profile,
+                    dry_run,
+                };
+                events::append_run_decisions(
                     &mut tx,
                     &cluster,
                     DecisionStatus::Proposed.as_str(),
                     &proposed,
+                    &run,
                 )
                 .await?;
-                if !superseded.is_empty() {
-                    events::append_decisions(
-                        &mut tx,
-                        &cluster,
-                        DecisionStatus::Superseded.as_str(),
-                        &superseded,
-                    )
-                    .await?;
-                }
+                events::append_run_decisions(
+                    &mut tx,
+                    &cluster,
+                    DecisionStatus::Superseded.as_str(),
+                    &superseded,
+                    &run,
+                )
+                .await?;
                 sqlx::query(
                     "UPDATE runs SET status = 'succeeded', finished_at = ?, report = ? \
                      WHERE id = ?",

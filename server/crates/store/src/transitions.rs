@@ -785,6 +785,12 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let now = now_ms();
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        // The phase before the change, for the event (webhooks announce phase changes).
+        let from: Option<String> =
+            sqlx::query_scalar("SELECT phase FROM pod_migrations WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
         let row: Option<(i64, String, String, String)> = sqlx::query_as(
             "UPDATE pod_migrations SET \
                step = COALESCE(?, step), phase = COALESCE(?, phase), \
@@ -873,6 +879,7 @@ impl Store {
         }
         let data = serde_json::json!({
             "id": id, "decision": decision_id, "cluster": cluster, "phase": phase, "step": step,
+            "from": from,
         });
         events::append_event(&mut tx, EventKind::Migration, Some(&cluster), &data).await?;
         tx.commit().await?;
