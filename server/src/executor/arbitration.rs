@@ -173,22 +173,25 @@ fn limiter_tokens_schema() -> utoipa::openapi::Schema {
     )
 }
 
-/// `objectLimiters.namespace`: a [`LimiterConfig`] whose `maxMigrating` is a positive count
-/// (a namespace has no replicas to take a percentage of), or null (off).
+/// `objectLimiters.namespace`: a [`LimiterConfig`] whose `maxMigrating` is a required positive
+/// count (a namespace has no replicas to take a percentage of), or null (off). Written out
+/// whole rather than as an `allOf` of `LimiterConfig`, which client generators cannot take
+/// inside a union.
 fn namespace_limiter_schema() -> utoipa::openapi::Schema {
-    use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, OneOfBuilder, Type};
-    let count = ObjectBuilder::new()
-        .required("maxMigrating")
-        .property("maxMigrating", count_schema(1));
+    use utoipa::PartialSchema as _;
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+    let RefOr::T(Schema::Object(mut limiter)) = LimiterConfig::schema() else {
+        unreachable!("LimiterConfig derives an object schema");
+    };
+    limiter.required.push("maxMigrating".into());
+    limiter
+        .properties
+        .insert("maxMigrating".into(), count_schema(1).into());
+    limiter.description = Some("Per namespace, with a positive count as `maxMigrating`.".into());
     OneOfBuilder::new()
-        .description(Some(
-            "Per namespace, with a positive count as `maxMigrating`. Off (null) by default.",
-        ))
-        .item(
-            AllOfBuilder::new()
-                .item(utoipa::openapi::Ref::from_schema_name("LimiterConfig"))
-                .item(count),
-        )
+        .description(Some("Per namespace. Off (null) by default."))
+        .item(limiter)
         .item(ObjectBuilder::new().schema_type(Type::Null))
         .build()
         .into()

@@ -163,14 +163,22 @@ async fn the_namespace_limiter_needs_a_positive_count() {
     let server = TestServer::start().await;
     let doc = document(&server).await;
     let namespace = &schema(&doc, "ObjectLimitersConfig")["properties"]["namespace"];
-    let limited = &namespace["oneOf"][0]["allOf"];
-    assert_eq!(limited[0]["$ref"], "#/components/schemas/LimiterConfig");
+    let limited = &namespace["oneOf"][0];
     assert_eq!(
-        limited[1]["required"],
-        json!(["maxMigrating"]),
+        limited["required"],
+        json!(["duration", "maxMigrating"]),
         "{namespace:#}"
     );
-    assert_eq!(limited[1]["properties"]["maxMigrating"]["minimum"], 1);
+    assert_eq!(limited["properties"]["maxMigrating"]["minimum"], 1);
+    // The rest is LimiterConfig's.
+    let limiter = schema(&doc, "LimiterConfig");
+    for field in ["duration", "burst"] {
+        assert_eq!(
+            limited["properties"][field], limiter["properties"][field],
+            "{field}"
+        );
+    }
+    assert_eq!(limited["additionalProperties"], false);
     assert_eq!(namespace["oneOf"][1], json!({"type": "null"}));
     let tokens = &schema(&doc, "LimiterConfig")["properties"]["maxMigrating"]["oneOf"][0];
     assert_eq!(tokens["minimum"], 1, "{tokens:#}");
