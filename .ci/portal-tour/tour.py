@@ -5,7 +5,8 @@
 1. Starts the server (127.0.0.1, a free port, a fresh database in WORK_DIR, a known admin
    token, --webhook-allow-private-destinations so that it may deliver to 127.0.0.1).
 2. Generates a client with openapi-python-client from /api-docs/openapi.json into WORK_DIR; any
-   warning or error of the generator about the document fails the tour.
+   warning or error of the generator fails the tour, except that it cannot send YAML or
+   `application/wasm` (operations that also take JSON or octet-stream).
 3. With that client only: pushes a snapshot, stores a profile, subscribes a webhook, runs the
    profile, lists the run's decisions, approves one and follows its pod migration to the end;
    a receiver on 127.0.0.1 checks every delivery's signature and timestamp (docs/api.md,
@@ -29,6 +30,8 @@ import urllib.request
 ADMIN_TOKEN = "rb_portal_tour_" + os.urandom(16).hex()
 SECRET = "portal-tour-" + os.urandom(16).hex()
 TIMEOUT_S = 120
+# Media types openapi-python-client 0.29 cannot send; see generate().
+TOLERATED_CONTENT_TYPES = ("application/yaml", "application/wasm")
 
 
 def fail(message):
@@ -177,8 +180,18 @@ def generate(generator, config, base, work):
     )
     said = result.stdout + result.stderr
     print(said.strip())
-    if result.returncode != 0 or "warning" in said.lower() or "error" in said.lower():
-        fail("openapi-python-client did not take the document cleanly (above)")
+    # Each warning is a block starting "WARNING parsing <operation>"; the only ones allowed are
+    # the media types this generator cannot send (its limitation, not the document's: the same
+    # operations also take JSON or application/octet-stream, which the client uses).
+    blocks = said.split("WARNING parsing ")[1:]
+    unexpected = [
+        b for b in blocks
+        if not any(f"Unsupported content type {t}\n" in b for t in TOLERATED_CONTENT_TYPES)
+    ]
+    if result.returncode != 0 or unexpected or "error" in said.lower():
+        fail(f"openapi-python-client did not take the document cleanly: {unexpected or said}")
+    print(f"generator: {len(blocks)} warnings, each an unsupported media type "
+          f"({', '.join(TOLERATED_CONTENT_TYPES)})")
     sys.path.insert(0, work)
 
 
@@ -197,7 +210,7 @@ def tour(base, receiver_url):
     from rebalancer_client.api.runs import create_run
     from rebalancer_client.api.webhooks import create_webhook
     from rebalancer_client.models import (
-        ApproveRequest, CreateRun, CreateWebhook, DeschedulerPolicy, SnapshotList,
+        CreateRun, CreateWebhook, DecisionComment, DeschedulerPolicy, SnapshotList,
     )
 
     client = api.AuthenticatedClient(base_url=base, token=ADMIN_TOKEN, raise_on_unexpected_status=True)
@@ -218,7 +231,7 @@ def tour(base, receiver_url):
         fail(f"run {run.id} proposed nothing")
     decision = decisions[0]
     print(f"{len(decisions)} decisions; approving {decision.id} ({decision.pod.namespace}/{decision.pod.name})")
-    approved = ok(approve_decision.sync_detailed(decision.id, client=client, body=ApproveRequest()), 200)
+    approved = ok(approve_decision.sync_detailed(decision.id, client=client, body=DecisionComment(comment="approved by the portal tour")), 200)
     print(f"decision {approved.id}: {approved.status}")
 
     def finished():
