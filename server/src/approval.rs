@@ -68,10 +68,45 @@ pub struct AutoApproveRule {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[allow(dead_code)] // only describes the document
 pub struct LabelSelector {
-    /// Labels a pod must have, with these values.
+    /// Labels a pod must have, with these values (label keys and values).
+    #[schema(schema_with = match_labels_schema)]
     match_labels: Option<std::collections::BTreeMap<String, String>>,
     /// Requirements a pod's labels must all meet.
     match_expressions: Option<Vec<LabelSelectorRequirement>>,
+}
+
+/// A Kubernetes label key (`validate_label_key` of the SDK): an optional DNS subdomain prefix
+/// and `/`, then a name of at most 63 alphanumerics, `-`, `_` and `.`, starting and ending
+/// with an alphanumeric. The prefix's limit of 253 characters is not in the pattern.
+pub(crate) const LABEL_KEY: &str = "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
+
+/// A Kubernetes label value (`validate_label_value` of the SDK): empty, or at most 63
+/// alphanumerics, `-`, `_` and `.`, starting and ending with an alphanumeric.
+pub(crate) const LABEL_VALUE: &str = "^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$";
+
+/// A label key ([`LABEL_KEY`]).
+fn label_key_schema() -> utoipa::openapi::schema::ObjectBuilder {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .max_length(Some(317))
+        .pattern(Some(LABEL_KEY))
+        .examples(["tier"])
+}
+
+/// `matchLabels`: label keys to label values, or null.
+fn match_labels_schema() -> utoipa::openapi::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Array(vec![Type::Object, Type::Null]))
+        .property_names(Some(label_key_schema()))
+        .additional_properties(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .max_length(Some(63))
+                .pattern(Some(LABEL_VALUE)),
+        ))
+        .into()
 }
 
 /// One `matchExpressions` entry.
@@ -79,7 +114,10 @@ pub struct LabelSelector {
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // only describes the document
 pub struct LabelSelectorRequirement {
-    #[schema(example = "tier")]
+    /// A label key: an optional DNS subdomain prefix (at most 253 characters) and `/`, then a
+    /// name of at most 63 alphanumerics, `-`, `_` and `.`, starting and ending with an
+    /// alphanumeric.
+    #[schema(schema_with = label_key_schema)]
     key: String,
     /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
     #[schema(example = "In")]

@@ -43,6 +43,26 @@ pub enum Command {
     /// Run one policy, or a whole profile, offline on a snapshot file: no server, no database.
     #[command(after_help = crate::eval::EXIT_CODES_HELP)]
     Eval(EvalArgs),
+    /// Create a policy crate of your own in DIR (Cargo.toml, src/lib.rs, tests/), from the
+    /// worked example of docs/writing-a-policy.md, with the SDK as a path dependency: ready for
+    /// `cargo test` and `cargo build --target wasm32-wasip2 --profile policy`.
+    NewPolicy(NewPolicyArgs),
+}
+
+/// Flags of `rebalancer new-policy`.
+#[derive(Debug, Clone, Args)]
+pub struct NewPolicyArgs {
+    /// The directory to create (absent or empty). Its name names the crate (`old-pods`) and,
+    /// in CamelCase, the plugin (`OldPods`).
+    pub dir: PathBuf,
+    /// The plugin's name (what profiles enable, and the Rust type): ASCII letters and digits,
+    /// starting with an uppercase letter. Default: DIR's name in CamelCase.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The SDK to depend on: the policy-sdk directory of a Rebalancer checkout. Default: the
+    /// one this binary was built from, if it is still there.
+    #[arg(long)]
+    pub sdk: Option<PathBuf>,
 }
 
 impl Cli {
@@ -1277,6 +1297,7 @@ mod tests {
         match cli.into_command() {
             Command::Serve(serve) => Settings::try_from(serve).map_err(|e| e.to_string()),
             Command::Eval(_) => Err("not serve".into()),
+            Command::NewPolicy(args) => Err(format!("not serve: {args:?}")),
         }
     }
 

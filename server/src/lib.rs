@@ -31,7 +31,9 @@
 //! - [`eval`]: `rebalancer eval`, a run offline on a snapshot file (no database, no server) with
 //!   the same parsing, sandbox and cycle as the server's.
 //! - [`metrics`]: Prometheus counters and histograms, rendered at `/metrics`.
-//! - [`strict_json`]: request bodies take a JSON object where the API document says object.
+//! - [`strict_json`]: request bodies take a JSON object where the API document says object,
+//!   and an integer written `192.0` where it says integer.
+//! - [`new_policy`]: `rebalancer new-policy DIR`, a policy crate of one's own from the example.
 //!
 //! Elsewhere: `rebalancer_store` (SQLite, all SQL), `rebalancer_cluster` (cluster state),
 //! `rebalancer_backend` (the backend contract), `rebalancer_kube` (the Kubernetes backend),
@@ -54,6 +56,7 @@ pub mod in_flight;
 pub mod ingest;
 pub mod managed;
 pub mod metrics;
+pub mod new_policy;
 pub mod retention;
 pub mod strict_json;
 pub mod telemetry;

@@ -40,6 +40,19 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Eval(args) => Ok(rebalancer_server::eval::main(args)),
+        Command::NewPolicy(args) => match rebalancer_server::new_policy::create(&args) {
+            Ok(created) => {
+                use std::io::Write as _;
+                std::io::stdout()
+                    .write_all(created.next_steps().as_bytes())
+                    .context("writing to stdout")?;
+                Ok(std::process::ExitCode::SUCCESS)
+            }
+            Err(message) => {
+                eprintln!("rebalancer new-policy: {message}");
+                Ok(std::process::ExitCode::from(2))
+            }
+        },
     }
 }
 

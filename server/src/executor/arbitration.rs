@@ -119,19 +119,15 @@ impl<'de> Deserialize<'de> for IntOrPercent {
 
 /// The OpenAPI schema of an optional [`IntOrPercent`] whose percentage matches `percent` (a
 /// pattern): a count (a JSON integer that fits a `u32`), a percentage string, or null.
-fn int_or_percent_schema(percent: &str, description: &str) -> utoipa::openapi::Schema {
+fn int_or_percent_schema(
+    percent: &str,
+    minimum: u32,
+    description: &str,
+) -> utoipa::openapi::Schema {
     use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
     OneOfBuilder::new()
         .description(Some(description))
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::Integer)
-                .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
-                    utoipa::openapi::KnownFormat::Int64,
-                )))
-                .minimum(Some(0))
-                .maximum(Some(u32::MAX)),
-        )
+        .item(count_schema(minimum))
         .item(
             ObjectBuilder::new()
                 .schema_type(Type::String)
@@ -142,24 +138,63 @@ fn int_or_percent_schema(percent: &str, description: &str) -> utoipa::openapi::S
         .into()
 }
 
+/// A count from `minimum` to `u32::MAX`.
+fn count_schema(minimum: u32) -> utoipa::openapi::schema::ObjectBuilder {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+            utoipa::openapi::KnownFormat::Int64,
+        )))
+        .minimum(Some(minimum))
+        .maximum(Some(u32::MAX))
+}
+
 /// Per-workload limits: a count, or a percentage of the workload's replicas up to 100%.
 fn workload_limit_schema() -> utoipa::openapi::Schema {
     int_or_percent_schema(
         PERCENT_UP_TO_100,
+        0,
         "A count, or a percentage of the workload's replicas from \"0%\" to \"100%\"; null \
          for the dynamic rule (1 below 4 replicas, 2 for 4–10, 10% above 10).",
     )
 }
 
-/// A limiter's tokens per duration: a count or any percentage of the workload's replicas.
+/// A limiter's tokens per duration: a positive count or any percentage of the workload's
+/// replicas (`validate` refuses a count of 0: null turns the limiter off).
 fn limiter_tokens_schema() -> utoipa::openapi::Schema {
     int_or_percent_schema(
         "^[0-9]+%$",
-        "Tokens per `duration`: a count, or (workload limiter only) a percentage of the \
-         workload's replicas. For the workload limiter, null means \"computed from \
+        1,
+        "Tokens per `duration`: a positive count, or (workload limiter only) a percentage of \
+         the workload's replicas. For the workload limiter, null means \"computed from \
          maxMigratingPerWorkload against the workload's replicas\"; the namespace limiter \
-         needs a positive count.",
+         needs a count.",
     )
+}
+
+/// `objectLimiters.namespace`: a [`LimiterConfig`] whose `maxMigrating` is a required positive
+/// count (a namespace has no replicas to take a percentage of), or null (off). Written out
+/// whole rather than as an `allOf` of `LimiterConfig`, which client generators cannot take
+/// inside a union.
+fn namespace_limiter_schema() -> utoipa::openapi::Schema {
+    use utoipa::PartialSchema as _;
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+    let RefOr::T(Schema::Object(mut limiter)) = LimiterConfig::schema() else {
+        unreachable!("LimiterConfig derives an object schema");
+    };
+    limiter.required.push("maxMigrating".into());
+    limiter
+        .properties
+        .insert("maxMigrating".into(), count_schema(1).into());
+    limiter.description = Some("Per namespace, with a positive count as `maxMigrating`.".into());
+    OneOfBuilder::new()
+        .description(Some("Per namespace. Off (null) by default."))
+        .item(limiter)
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .build()
+        .into()
 }
 
 /// A percentage from 0% to 100% (leading zeros allowed, as the parser allows them).
@@ -205,8 +240,9 @@ pub struct ObjectLimitersConfig {
     /// Per workload (controller uid). Default `{duration: 5m}`; null turns it off.
     #[serde(default, deserialize_with = "crate::strict_json::optional_object")]
     pub workload: Option<LimiterConfig>,
-    /// Per namespace. Off by default.
+    /// Per namespace, with a positive count as `maxMigrating`. Off by default.
     #[serde(default, deserialize_with = "crate::strict_json::optional_object")]
+    #[schema(schema_with = namespace_limiter_schema)]
     pub namespace: Option<LimiterConfig>,
 }
 

@@ -24,7 +24,6 @@ use crate::ingest::{IngestFailure, check_name};
 use rebalancer_cluster::{self as cluster, ClusterSnapshot, IngestWarning, NodeUtilization};
 use rebalancer_store::{ClusterDeletion, ClusterRecord};
 
-/// A cluster and the state it holds.
 /// The body of a snapshot push, as the OpenAPI document describes it (the server reads the
 /// List itself, item by item; this type only documents it). Other top-level fields
 /// (`apiVersion`, `metadata`) are ignored, whatever they hold.
@@ -38,8 +37,42 @@ pub struct SnapshotList {
     /// Every object of the cluster: Nodes, Pods, Namespaces, PodDisruptionBudgets,
     /// PriorityClasses, PersistentVolumeClaims, controllers and Koordinator's objects. Kinds
     /// the server does not model are counted and ignored.
-    #[schema(value_type = Vec<Object>)]
+    #[schema(schema_with = snapshot_items_schema)]
     items: Vec<serde_json::Value>,
+}
+
+/// `items` of a [`SnapshotList`]: objects, each with its `kind` and `metadata.name` (the rest
+/// of an object is Kubernetes' own schema, checked at ingest: names by kind, quantities,
+/// references between objects).
+fn snapshot_items_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    let metadata = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .required("name")
+        .property(
+            "name",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .description(Some(
+                    "The object's name, as Kubernetes' rules for its kind allow",
+                )),
+        );
+    let item = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .required("kind")
+        .property(
+            "kind",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^[A-Za-z][A-Za-z0-9]{0,62}$"))
+                .description(Some(
+                    "`Node`, `Pod`…: up to 63 ASCII letters and digits, from a letter",
+                )),
+        )
+        .required("metadata")
+        .property("metadata", metadata);
+    ArrayBuilder::new().items(item).build()
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]

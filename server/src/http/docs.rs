@@ -2,9 +2,10 @@
 //! document, added once every route is in it ([`complete`]): the shared error responses
 //! (`components/responses`), the answers every `/api/v1` route can give whatever it does (503
 //! during start-up, 500), `uniqueItems` of a new webhook's events, and the cross-field rules
-//! of three request bodies as an `anyOf` or a
+//! of request bodies as an `anyOf` or a
 //! `oneOf` (a bulk approval names a filter; a schedule has an interval or `onChange: true`; a
-//! what-if selects by exactly one of ids, a filter or a run).
+//! what-if selects by exactly one of ids, a filter or a run; a token expires in seconds or at a
+//! time, not both; a label selector's `values` go with its operator).
 //!
 //! Must not: describe a route's own answers (they stay in its annotation, beside the handler)
 //! or the roles and their 401/403 (`auth::document_roles`). The integration test
@@ -13,7 +14,7 @@
 
 use utoipa::ToResponse;
 use utoipa::openapi::schema::{
-    AllOfBuilder, AnyOfBuilder, ObjectBuilder, OneOfBuilder, Schema, Type,
+    AllOfBuilder, AnyOfBuilder, ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type,
 };
 use utoipa::openapi::{OpenApi, Ref, RefOr};
 
@@ -80,6 +81,11 @@ pub fn complete(openapi: &mut OpenApi) {
             ("run", Type::Integer),
         ],
     );
+    // `POST /api/v1/tokens`: an expiry in seconds or at a time, not both.
+    forbid_together(components, "CreateToken", ("expiresIn", "expiresAt"));
+    // `PUT /api/v1/profiles/{name}/auto-approve`: values name what `In` and `NotIn` match, and
+    // `Exists` and `DoesNotExist` take none.
+    label_selector_requirement(components);
     // `POST /api/v1/webhooks`: each event once (the derive has no `uniqueItems`).
     if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut("CreateWebhook")
         && let Some(RefOr::T(Schema::Array(events))) = object.properties.get_mut("events")
@@ -168,4 +174,72 @@ fn require_fields(
         AllOfBuilder::new().item(original).item(rule).build(),
     ));
     components.schemas.insert(schema.into(), combined);
+}
+
+/// `schema` combined (allOf) with a rule: `a` and `b` are not both given (not null). Each
+/// alternative holds when its field is absent or null.
+fn forbid_together(
+    components: &mut utoipa::openapi::Components,
+    schema: &str,
+    (a, b): (&str, &str),
+) {
+    let Some(original) = components.schemas.remove(schema) else {
+        return;
+    };
+    let null = |field: &str| {
+        ObjectBuilder::new().property(field, ObjectBuilder::new().schema_type(Type::Null))
+    };
+    let rule = AnyOfBuilder::new()
+        .description(Some(format!("{a} or {b}, not both")))
+        .item(null(a))
+        .item(null(b));
+    let combined = RefOr::T(Schema::AllOf(
+        AllOfBuilder::new().item(original).item(rule).build(),
+    ));
+    components.schemas.insert(schema.into(), combined);
+}
+
+/// `LabelSelectorRequirement` combined (allOf) with apimachinery's rule: `In` and `NotIn` need
+/// one or more values (each a label value), `Exists` and `DoesNotExist` none (absent, null or
+/// empty), and no other operator.
+fn label_selector_requirement(components: &mut utoipa::openapi::Components) {
+    const SCHEMA: &str = "LabelSelectorRequirement";
+    let Some(original) = components.schemas.remove(SCHEMA) else {
+        return;
+    };
+    let operators = |names: [&str; 2]| {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(names))
+    };
+    let with_values = ObjectBuilder::new()
+        .required("values")
+        .property("operator", operators(["In", "NotIn"]))
+        .property(
+            "values",
+            ArrayBuilder::new().min_items(Some(1)).items(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .max_length(Some(63))
+                    .pattern(Some(crate::approval::LABEL_VALUE)),
+            ),
+        );
+    let without_values = ObjectBuilder::new()
+        .property("operator", operators(["Exists", "DoesNotExist"]))
+        .property(
+            "values",
+            ArrayBuilder::new()
+                .schema_type(SchemaType::Array(vec![Type::Array, Type::Null]))
+                .max_items(Some(0)),
+        );
+    let rule = OneOfBuilder::new()
+        .description(Some(
+            "`In` or `NotIn` with one or more values; `Exists` or `DoesNotExist` without",
+        ))
+        .item(with_values)
+        .item(without_values);
+    let combined = RefOr::T(Schema::AllOf(
+        AllOfBuilder::new().item(original).item(rule).build(),
+    ));
+    components.schemas.insert(SCHEMA.into(), combined);
 }

@@ -8,18 +8,19 @@
 use axum::body::Body;
 use axum::body::Bytes;
 use axum::extract::FromRequest;
+use axum::extract::rejection::JsonRejection;
 use axum::http::{HeaderMap, StatusCode, header};
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
 use super::serve::BodyIdleTimeout;
-use crate::strict_json::Object;
+use crate::strict_json::{self, Object};
 use rebalancer_cluster::document;
 
 /// `axum::Json` of a JSON object (the request bodies are structs: an array in their place is
-/// refused, see [`crate::strict_json`]), its structure (nesting depth, repeated keys) checked
-/// first, with rejections as [`ApiError`].
+/// refused, and an integer may be written `192.0`: see [`crate::strict_json`]), its structure
+/// (nesting depth, repeated keys) checked first, with rejections as [`ApiError`].
 #[derive(Debug)]
 pub struct ApiJson<T>(pub T);
 
@@ -36,8 +37,17 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         }
         let bytes = Bytes::from_request(req, state).await?;
         document::check_json(&bytes)?;
-        let axum::Json(Object(value)) = axum::Json::<Object<T>>::from_bytes(&bytes)?;
-        Ok(ApiJson(value))
+        match axum::Json::<Object<T>>::from_bytes(&bytes) {
+            Ok(axum::Json(Object(value))) => Ok(ApiJson(value)),
+            // `192.0` where the document says integer, read as `192`.
+            Err(rejection @ JsonRejection::JsonDataError(_)) => {
+                match strict_json::from_slice_with_integers::<Object<T>>(&bytes) {
+                    Some(Object(value)) => Ok(ApiJson(value)),
+                    None => Err(rejection.into()),
+                }
+            }
+            Err(rejection) => Err(rejection.into()),
+        }
     }
 }
 
@@ -63,13 +73,16 @@ fn media_type(headers: &HeaderMap) -> String {
         .to_ascii_lowercase()
 }
 
-/// A raw JSON body decoded after its structure was checked; `invalid` words a decoding error.
+/// A raw JSON body decoded after its structure was checked (an integer may be written `192.0`,
+/// as in [`ApiJson`]); `invalid` words a decoding error.
 pub fn decode_json<T: DeserializeOwned>(
     body: &[u8],
     invalid: impl FnOnce(serde_json::Error) -> ApiError,
 ) -> Result<T, ApiError> {
     document::check_json(body)?;
-    serde_json::from_slice(body).map_err(invalid)
+    serde_json::from_slice(body)
+        .or_else(|e| strict_json::from_slice_with_integers(body).ok_or(e))
+        .map_err(invalid)
 }
 
 /// A raw YAML body (one document) as a JSON value, its structure checked first; `invalid`

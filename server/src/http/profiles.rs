@@ -54,6 +54,70 @@ fn view(record: ProfileRecord) -> Result<ProfileView, ApiError> {
     })
 }
 
+/// A DeschedulerPolicy (`descheduler/v1alpha2`) as the OpenAPI document describes it: the
+/// shape `profile::parse_all` reads (which reads the body itself and says which rule failed;
+/// this type only documents it). What a schema cannot say is checked there: every enabled
+/// plugin must be a registered policy, its args must pass that policy's validation, and profile
+/// and plugin names must be unique.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // only describes the document
+pub struct DeschedulerPolicy {
+    #[schema(value_type = String, pattern = "^descheduler/v1alpha2$", example = "descheduler/v1alpha2")]
+    api_version: String,
+    #[schema(value_type = String, pattern = "^DeschedulerPolicy$", example = "DeschedulerPolicy")]
+    kind: String,
+    profiles: Vec<DeschedulerProfile>,
+    /// Only nodes matching this label selector (`pool=batch,zone!=a`); empty: every node.
+    #[schema(nullable)]
+    node_selector: Option<String>,
+    #[schema(nullable, maximum = 4294967295_u32)]
+    max_no_of_pods_to_evict_per_node: Option<u32>,
+    #[schema(nullable, maximum = 4294967295_u32)]
+    max_no_of_pods_to_evict_per_namespace: Option<u32>,
+    #[schema(nullable, maximum = 4294967295_u32)]
+    max_no_of_pods_to_evict_total: Option<u32>,
+    /// Accepted, without effect (runs write no Kubernetes events).
+    #[schema(nullable)]
+    eviction_failure_event_notification: Option<bool>,
+    /// Applied to the evictions of this profile's decisions by the Kubernetes backend.
+    #[schema(nullable, maximum = 9223372036854775807_i64)]
+    grace_period_seconds: Option<u64>,
+    /// Accepted whatever it holds, without effect.
+    metrics_collector: Option<Value>,
+    /// Accepted whatever it holds, without effect.
+    metrics_providers: Option<Value>,
+}
+
+/// One `profiles[]` entry of a DeschedulerPolicy.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // only describes the document
+pub struct DeschedulerProfile {
+    /// Unique within the document; not only blanks.
+    #[schema(pattern = "\\S", example = "default")]
+    name: String,
+    #[schema(nullable)]
+    plugin_config: Option<Vec<PluginConfigEntry>>,
+    /// Per extension point (`deschedule`, `balance`, `filter`, `preEvictionFilter`, `sort`,
+    /// `presort`): `{enabled: [plugin…], disabled: [plugin…]}`.
+    #[schema(value_type = Option<Object>, example = json!({"balance": {"enabled": ["LowNodeUtilization"]}}))]
+    plugins: Option<Value>,
+}
+
+/// One `pluginConfig[]` entry: a plugin's args.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // only describes the document
+pub struct PluginConfigEntry {
+    /// A registered policy's name; not only blanks.
+    #[schema(pattern = "\\S", example = "LowNodeUtilization")]
+    name: String,
+    /// Validated by that policy.
+    #[schema(value_type = Option<Object>)]
+    args: Option<Value>,
+}
+
 /// Problems a 422 lists in `details.errors`; the rest are counted in one more entry. Each
 /// plugin's arg errors are already capped by the engine, but a document may enable a plugin in
 /// any number of plugin sets.
@@ -81,18 +145,23 @@ fn invalid(mut errors: Vec<ProfileError>) -> ApiError {
     ApiError::unprocessable("invalid_profile", message).with_details(json!({ "errors": errors }))
 }
 
-/// Parse a document body as JSON or YAML (its structure checked first: see `extract`).
+/// Parse a document body as JSON or YAML (its structure checked first: see `extract`), its
+/// integral floats read as integers (`maxNoOfPodsToEvictPerNode: 5.0` is 5, as JSON Schema
+/// counts it; see `strict_json::integers`), in the policy-wide fields and the plugins' args
+/// alike.
 pub(crate) fn parse_document(format: DocumentFormat, body: &[u8]) -> Result<Value, ApiError> {
-    match format {
+    let mut document = match format {
         DocumentFormat::Json => decode_json(body, |e| {
             ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}"))
-        }),
+        })?,
         // Integers beyond 64 bits read as floats, as they do in JSON; the structure (depth,
         // repeated keys, one document) is checked first.
         DocumentFormat::Yaml => crate::http::extract::decode_yaml(body, |e| {
             ApiError::bad_request("invalid_yaml", format!("the body is not valid YAML: {e}"))
-        }),
-    }
+        })?,
+    };
+    crate::strict_json::integers(&mut document);
+    Ok(document)
 }
 
 /// Create or replace a profile from a DeschedulerPolicy (`descheduler/v1alpha2`) document, as
@@ -104,7 +173,7 @@ pub(crate) fn parse_document(format: DocumentFormat, body: &[u8]) -> Result<Valu
         and ending with a letter or digit)", min_length = 1, max_length = 63,
         pattern = "^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")),
     request_body(description = "A DeschedulerPolicy document",
-        content((Object = "application/json"), (Object = "application/yaml"))),
+        content((DeschedulerPolicy = "application/json"), (DeschedulerPolicy = "application/yaml"))),
     responses(
         (status = 201, description = "Created", body = ProfileView),
         (status = 200, description = "Replaced", body = ProfileView),

@@ -453,9 +453,10 @@ async fn the_documents_constraints_match_the_servers_checks() {
     }
 
     // Token names.
-    let matches = anchored(&schemas["CreateToken"]["properties"]["name"]);
+    let token = &schemas["CreateToken"]["allOf"][0]["properties"];
+    let matches = anchored(&token["name"]);
     assert_eq!(
-        schemas["CreateToken"]["properties"]["name"]["pattern"],
+        token["name"]["pattern"],
         rebalancer_server::auth::TOKEN_NAME_PATTERN
     );
     let hundred = "x".repeat(100);
@@ -484,6 +485,40 @@ async fn the_documents_constraints_match_the_servers_checks() {
             rebalancer_server::auth::check_token_name(name).is_ok(),
             "{name:?}"
         );
+    }
+
+    // Label keys and values (auto-approve pod selectors): the SDK's checks.
+    let selector = &schemas["LabelSelector"]["properties"]["matchLabels"];
+    let (key_matches, value_matches) = (
+        anchored(&selector["propertyNames"]),
+        anchored(&selector["additionalProperties"]),
+    );
+    let name63 = "n".repeat(63);
+    let name64 = "n".repeat(64);
+    let prefixed = format!("example.com/{name63}");
+    for text in [
+        "tier",
+        "app.kubernetes.io/name",
+        "a",
+        "A-b_c.9",
+        "",
+        "-a",
+        "a-",
+        "a/b/c",
+        "/a",
+        "Example.com/a",
+        "a..b/c",
+        "a b",
+        "é",
+        "a\n",
+        &name63,
+        &name64,
+        &prefixed,
+    ] {
+        let sdk = rebalancer_policy_sdk::k8s::selector::validate_label_key(text).is_ok();
+        assert_eq!(key_matches(text), sdk, "key {text:?}");
+        let sdk = rebalancer_policy_sdk::k8s::selector::validate_label_value(text).is_ok();
+        assert_eq!(value_matches(text), sdk, "value {text:?}");
     }
 
     // Schedules: the range the server enforces.
