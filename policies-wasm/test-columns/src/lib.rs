@@ -9,6 +9,10 @@
 //! It is **not** a built-in: the server never embeds it; tests load the component the builtins
 //! crate builds (`test_columns.wasm`). Owns nothing but this one check of the ABI.
 //!
+//! With `pullOnly` (a list of `[table, column]`) it does nothing but pull those columns and
+//! check each has a value per row (`["strings", "*"]` pulls the string table): what the engine's
+//! `columns` benchmark times.
+//!
 //! The pass, as PodLifeTime's: the pods bound to the nodes in scope (node by node, in scope
 //! order, snapshot order within a node) older than the limit and in the namespaces admitted,
 //! through the evictor's Filter and PreEvictionFilter, oldest first (a stable sort), proposed
@@ -26,6 +30,9 @@ pub struct Args {
     pub max_pod_life_time_seconds: u64,
     #[serde(default)]
     pub namespaces: Namespaces,
+    /// Pull these `[table, column]`s, check their lengths, and propose nothing.
+    #[serde(default)]
+    pub pull_only: Option<Vec<(String, String)>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -111,12 +118,50 @@ mod component {
 
         fn deschedule(args: String) -> Result<(), String> {
             let args = Args::parse(&args)?;
-            deschedule(&args)
+            match &args.pull_only {
+                Some(columns) => pull(columns),
+                None => deschedule(&args),
+            }
         }
 
         fn balance(_: String) -> Result<(), String> {
             Err(format!("{NAME} implements deschedule only"))
         }
+    }
+
+    /// Pull each column with the function its kind needs; each must have a value per row.
+    fn pull(wanted: &[(String, String)]) -> Result<(), String> {
+        let catalog = columns::columns();
+        for (table, name) in wanted {
+            if (table.as_str(), name.as_str()) == ("strings", "*") {
+                if columns::strings().first().map(String::as_str) != Some("") {
+                    return Err("string 0 is not the empty string".into());
+                }
+                continue;
+            }
+            let family = name.split_once(':').map_or(name.as_str(), |(f, _)| f);
+            let kind = catalog
+                .iter()
+                .find(|c| {
+                    &c.table == table
+                        && (c.name == *name
+                            || c.name.split_once(":<").is_some_and(|(f, _)| f == family))
+                })
+                .map(|c| c.kind)
+                .ok_or_else(|| format!("no column {table}/{name}"))?;
+            let len = match kind {
+                columns::ColumnType::U32 | columns::ColumnType::StringId => {
+                    columns::column_u32(table, name)?.len()
+                }
+                columns::ColumnType::S64 => columns::column_s64(table, name)?.len(),
+                columns::ColumnType::Text => columns::column_text(table, name)?.len(),
+            };
+            let rows = columns::row_count(table)? as usize;
+            if len != rows {
+                return Err(format!("{table}/{name}: {len} values for {rows} rows"));
+            }
+        }
+        Ok(())
     }
 
     fn deschedule(args: &Args) -> Result<(), String> {
@@ -156,13 +201,13 @@ mod component {
         };
         pods.sort_by_key(|&p| created[p as usize]);
 
-        let names = columns::column_text("pods", "name")?;
         let (mut proposed, mut refused) = (0, 0);
         for pod in pods {
             let age = age_secs(now, created[pod as usize]).unwrap_or(0);
+            let name = columns::pod_names(&[pod])?.remove(0);
             let reason = format!(
-                "pod {} is {age}s old, more than maxPodLifeTimeSeconds {}",
-                names[pod as usize], args.max_pod_life_time_seconds
+                "pod {name} is {age}s old, more than maxPodLifeTimeSeconds {}",
+                args.max_pod_life_time_seconds
             );
             match evictor::propose_eviction(pod, &reason) {
                 Ok(()) => proposed += 1,

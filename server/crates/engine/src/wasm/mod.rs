@@ -46,6 +46,8 @@ mod bindings {
         world: "policy",
         path: "../../../policy-sdk/wit",
         imports: { default: trappable },
+        // Tests compare the records the `columns` accessors answer.
+        additional_derives: [PartialEq],
     });
 }
 

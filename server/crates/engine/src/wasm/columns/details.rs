@@ -336,6 +336,11 @@ fn cpu_topology(t: &ArchivedNodeCpuTopology) -> w::CpuTopology {
     }
 }
 
+/// `pod-names` of one row.
+pub(super) fn pod_names(c: &Cluster<'_>, _: &ClusterIndex, p: u32) -> String {
+    c.pod(p).name().to_owned()
+}
+
 /// `pod-labels` of one row.
 pub(super) fn pod_labels(c: &Cluster<'_>, _: &ClusterIndex, p: u32) -> Vec<w::KeyValue> {
     key_values(&c.pod(p).raw.labels)

@@ -505,6 +505,20 @@ impl HostState {
     }
 }
 
+impl HostState {
+    /// Column `name` of `table` from the evaluation's snapshot, if it is of a `wanted` kind.
+    fn column_of(
+        &mut self,
+        table: &str,
+        name: &str,
+        wanted: &[ColumnType],
+    ) -> wasmtime::Result<Result<Column, String>> {
+        let session = self.session()?;
+        let (snapshot, index) = (session.snapshot.clone(), session.index.clone());
+        Ok(column(&snapshot.cluster(), &index, table, name, wanted))
+    }
+}
+
 impl wit::Host for HostState {
     fn columns(&mut self) -> wasmtime::Result<Vec<wit::ColumnInfo>> {
         self.session()?;
@@ -549,20 +563,13 @@ impl wit::Host for HostState {
         table: String,
         name: String,
     ) -> wasmtime::Result<Result<Vec<u32>, String>> {
-        let session = self.session()?;
-        let (snapshot, index) = (session.snapshot.clone(), session.index.clone());
-        let c = snapshot.cluster();
-        Ok(column(
-            &c,
-            &index,
-            &table,
-            &name,
-            &[ColumnType::U32, ColumnType::StringId],
-        )
-        .map(|col| match col {
-            Column::U32(v) => v,
-            Column::S64(_) | Column::Text(_) => unreachable!("kind checked"),
-        }))
+        let wanted = [ColumnType::U32, ColumnType::StringId];
+        Ok(self
+            .column_of(&table, &name, &wanted)?
+            .map(|col| match col {
+                Column::U32(v) => v,
+                Column::S64(_) | Column::Text(_) => unreachable!("the kind was checked"),
+            }))
     }
 
     fn column_s64(
@@ -570,15 +577,12 @@ impl wit::Host for HostState {
         table: String,
         name: String,
     ) -> wasmtime::Result<Result<Vec<i64>, String>> {
-        let session = self.session()?;
-        let (snapshot, index) = (session.snapshot.clone(), session.index.clone());
-        let c = snapshot.cluster();
-        Ok(
-            column(&c, &index, &table, &name, &[ColumnType::S64]).map(|col| match col {
+        Ok(self
+            .column_of(&table, &name, &[ColumnType::S64])?
+            .map(|col| match col {
                 Column::S64(v) => v,
-                Column::U32(_) | Column::Text(_) => unreachable!("kind checked"),
-            }),
-        )
+                Column::U32(_) | Column::Text(_) => unreachable!("the kind was checked"),
+            }))
     }
 
     fn column_text(
@@ -586,17 +590,17 @@ impl wit::Host for HostState {
         table: String,
         name: String,
     ) -> wasmtime::Result<Result<Vec<String>, String>> {
-        let session = self.session()?;
-        let (snapshot, index) = (session.snapshot.clone(), session.index.clone());
-        let c = snapshot.cluster();
-        Ok(
-            column(&c, &index, &table, &name, &[ColumnType::Text]).map(|col| match col {
+        Ok(self
+            .column_of(&table, &name, &[ColumnType::Text])?
+            .map(|col| match col {
                 Column::Text(v) => v,
-                Column::U32(_) | Column::S64(_) => unreachable!("kind checked"),
-            }),
-        )
+                Column::U32(_) | Column::S64(_) => unreachable!("the kind was checked"),
+            }))
     }
 
+    fn pod_names(&mut self, pods: Vec<u32>) -> Answer<String> {
+        self.per_row(Table::Pods, &pods, details::pod_names)
+    }
     fn pod_labels(&mut self, pods: Vec<u32>) -> Answer<Vec<wit::KeyValue>> {
         self.per_row(Table::Pods, &pods, details::pod_labels)
     }
@@ -673,3 +677,6 @@ impl wit::Host for HostState {
         self.per_row(Table::Pdbs, &pdbs, details::pdb_pods)
     }
 }
+
+#[cfg(test)]
+mod tests;
