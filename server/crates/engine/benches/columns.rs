@@ -10,6 +10,11 @@
 //! evaluations per case, 7 by default). Not a timed test: it prints figures and checks only that
 //! every evaluation succeeds and that both PodLifeTimes propose the same pods.
 
+#![allow(
+    clippy::print_stdout,
+    reason = "the benchmark's figures are its output"
+)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
