@@ -21,6 +21,7 @@ const POLICY_CRATES: &[(&str, bool)] = &[
     ("low-node-utilization", true),
     ("test-misbehaving", false),
     ("test-oversized-info", false),
+    ("test-columns", false),
     ("example-pod-age", false),
     ("remove-pods-violating-node-taints", true),
     ("remove-pods-violating-node-affinity", true),

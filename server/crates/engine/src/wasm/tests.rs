@@ -745,6 +745,187 @@ fn a_guest_built_against_abi_1_1_still_runs_and_decides_as_the_current_built_in(
     assert_eq!(proposed(&old), proposed(&current));
 }
 
+/// `remove_failed_pods.wasm` and `pod_life_time.wasm` as built against ABI 1.3 (commit 672f055,
+/// `policy` profile): they read snapshot layout 3 and do not import `columns`.
+const ABI_1_3_REMOVE_FAILED_PODS: &[u8] =
+    include_bytes!("../../tests/fixtures/abi-1.3/remove_failed_pods.wasm");
+const ABI_1_3_POD_LIFE_TIME: &[u8] =
+    include_bytes!("../../tests/fixtures/abi-1.3/pod_life_time.wasm");
+
+/// Three Ready nodes and pods of many ages, namespaces and places, all owned by ReplicaSets:
+/// `(name, namespace, node, creationTimestamp)`, node `None` for an unscheduled pod. The snapshot
+/// time is 2023-11-14T22:13:20Z.
+fn aged_cluster(pods: &[(&str, &str, Option<&str>, &str)]) -> Arc<ClusterSnapshot> {
+    let mut items = vec![];
+    for n in 0..3 {
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("node-{n}"), "uid": format!("uid-node-{n}")},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }));
+    }
+    for (name, namespace, node, created) in pods {
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": name, "namespace": namespace, "uid": format!("uid-{name}"),
+                "creationTimestamp": created,
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                                     "uid": format!("rs-{namespace}"), "controller": true}]
+            },
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx",
+                     "resources": {"requests": {"cpu": "100m"}}}]},
+            "status": {"phase": if name.starts_with("failed") { "Failed" } else { "Running" },
+                       "startTime": created,
+                       "containerStatuses": [{"name": "c", "restartCount": 0,
+                           "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}
+        }));
+    }
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let objects = cluster::parse_list(list.to_string().as_bytes(), cluster::Format::Json).unwrap();
+    Arc::new(cluster::build_snapshot(&objects, 1, 1_700_000_000_000).unwrap())
+}
+
+/// The names of the pods an evaluation proposed, in the order it proposed them.
+fn proposed_names(snapshot: &ClusterSnapshot, evaluation: &Evaluation) -> Vec<String> {
+    let cluster = snapshot.cluster();
+    evaluation
+        .state
+        .proposals()
+        .iter()
+        .map(|p| cluster.pod(p.pod).name().to_string())
+        .collect()
+}
+
+#[test]
+fn a_guest_reading_only_columns_decides_as_the_built_in_pod_life_time() {
+    let snapshot = aged_cluster(&[
+        ("a-0", "shop", Some("node-1"), "2023-11-01T00:00:00Z"),
+        ("a-1", "shop", Some("node-0"), "2023-10-01T00:00:00Z"),
+        ("a-2", "shop", Some("node-0"), "2023-11-14T22:00:00Z"), // 13 minutes old
+        ("a-3", "shop", Some("node-0"), "2024-01-01T00:00:00Z"), // after the snapshot time
+        ("b-0", "batch", Some("node-1"), "2023-09-01T00:00:00Z"),
+        ("b-1", "batch", Some("node-2"), "2023-01-01T00:00:00Z"), // node out of scope
+        ("b-2", "batch", None, "2023-01-01T00:00:00Z"),           // unscheduled
+        ("t-0", "shop", Some("node-1"), "2023-10-15T00:00:00Z"),  // as old as t-1: scope order
+        ("t-1", "shop", Some("node-0"), "2023-10-15T00:00:00Z"),
+    ]);
+    let columns_guest = engine()
+        .compile(&module("test_columns.wasm"))
+        .expect("the columns-only guest compiles");
+    assert_eq!(columns_guest.meta.abi_version, "1.4.0");
+    let built_in = built_in("pod-life-time");
+    let run = |policy: &CompiledPolicy, args: &serde_json::Value, total: Option<u32>| {
+        let mut session = session(&snapshot);
+        session.nodes = Arc::new(vec![0, 1]);
+        session.state = RunState::new(
+            snapshot.cluster(),
+            Limits {
+                total,
+                ..Limits::default()
+            },
+        );
+        let evaluation = engine().evaluate(policy, ExtensionPoint::Deschedule, args, session);
+        assert_eq!(
+            failure_kind(&evaluation),
+            "ok",
+            "{args}: {:?}",
+            evaluation.outcome
+        );
+        evaluation
+    };
+    let hour = json!({"maxPodLifeTimeSeconds": 3600});
+    let (by_columns, by_archive) = (
+        run(&columns_guest, &hour, None),
+        run(&built_in, &hour, None),
+    );
+    assert_eq!(
+        proposed_names(&snapshot, &by_archive),
+        ["b-0", "a-1", "t-1", "t-0", "a-0"],
+        "oldest first; equal ages in scope order"
+    );
+    assert_eq!(
+        proposed_names(&snapshot, &by_columns),
+        proposed_names(&snapshot, &by_archive)
+    );
+    assert!(
+        by_columns.sections.is_empty(),
+        "the columns-only guest was handed no archive section: {:?}",
+        by_columns.sections
+    );
+    assert!(!by_archive.sections.is_empty());
+
+    for (args, total) in [
+        (
+            json!({"maxPodLifeTimeSeconds": 3600, "namespaces": {"include": ["shop"]}}),
+            None,
+        ),
+        (
+            json!({"maxPodLifeTimeSeconds": 3600, "namespaces": {"exclude": ["shop"]}}),
+            None,
+        ),
+        (
+            json!({"maxPodLifeTimeSeconds": 3600, "namespaces": {"include": ["ghost"]}}),
+            None,
+        ),
+        (json!({"maxPodLifeTimeSeconds": 40 * 86_400}), None),
+        (hour.clone(), Some(2)),
+    ] {
+        let (by_columns, by_archive) = (
+            run(&columns_guest, &args, total),
+            run(&built_in, &args, total),
+        );
+        assert_eq!(
+            proposed_names(&snapshot, &by_columns),
+            proposed_names(&snapshot, &by_archive),
+            "{args}, total limit {total:?}"
+        );
+    }
+}
+
+#[test]
+fn guests_built_against_abi_1_3_still_run_and_decide_as_the_current_built_ins() {
+    let snapshot = aged_cluster(&[
+        ("a-0", "shop", Some("node-1"), "2023-11-01T00:00:00Z"),
+        ("a-1", "shop", Some("node-0"), "2023-11-14T22:00:00Z"),
+        ("failed-0", "shop", Some("node-0"), "2023-10-01T00:00:00Z"),
+        ("failed-1", "batch", Some("node-2"), "2023-11-14T22:10:00Z"),
+    ]);
+    for (old, name, args) in [
+        (
+            ABI_1_3_POD_LIFE_TIME,
+            "pod-life-time",
+            json!({"maxPodLifeTimeSeconds": 3600}),
+        ),
+        (ABI_1_3_REMOVE_FAILED_PODS, "remove-failed-pods", json!({})),
+    ] {
+        let old = engine().compile(old).expect("a 1.3 guest is accepted");
+        assert_eq!(old.meta.abi_version, "1.3.0");
+        assert_eq!(old.layout, 3, "1.3 reads layout 3, as 1.4 does");
+        let current = built_in(name);
+        assert_eq!(current.meta.abi_version, ABI_VERSION);
+        let run = |policy: &CompiledPolicy| {
+            let evaluation = engine().evaluate(
+                policy,
+                ExtensionPoint::Deschedule,
+                &args,
+                session(&snapshot),
+            );
+            assert_eq!(
+                failure_kind(&evaluation),
+                "ok",
+                "{name}: {:?}",
+                evaluation.outcome
+            );
+            proposed_names(&snapshot, &evaluation)
+        };
+        let (old, current) = (run(&old), run(&current));
+        assert!(!current.is_empty(), "{name} proposes something here");
+        assert_eq!(old, current, "{name}");
+    }
+}
+
 /// Hostile components that try to take memory through instantiation itself: several linear
 /// memories, many full tables, many instances. Each is instantiated in a store configured as an
 /// evaluation's (`host::test_store`), and the process's resident set is watched: without the
