@@ -14,6 +14,9 @@
 //! - [`evictor`] (feature `host`): DefaultEvictor, run limits and PDB admission, as the host runs them.
 //! - [`testing`] (feature `host`): hand-built clusters and a native host to unit-test policies.
 //! - `guest` (wasm32 only): the generated WIT bindings and [`export_policy!`].
+//! - `columns` (wasm32 only): the language-neutral `columns` import (ABI 1.4), as generated
+//!   bindings. Rust policies read the archive through [`Cluster`], the faster path; `columns`
+//!   is what guests in other languages use, exposed here for completeness and for tests.
 //!
 //! The WIT package lives in `wit/policy.wit`; `docs/abi.md` is the prose contract.
 
@@ -35,6 +38,11 @@ pub mod testing;
 #[doc(hidden)]
 pub mod guest;
 
+/// The `columns` import (ABI 1.4): typed columns pulled by name, the string table and typed
+/// detail accessors, as `wit_bindgen` generates them (see `docs/abi.md`).
+#[cfg(target_arch = "wasm32")]
+pub use guest::bindings::rebalancer::policy::columns;
+
 pub use model::{NONE, StrId};
 pub use policy::{
     ArgError, BatchOutcome, Context, Details, ExtensionPoint, Host, LogLevel, Next, Policy,
@@ -43,7 +51,7 @@ pub use policy::{
 pub use view::{Cluster, NodeRef, PodRef};
 
 /// The ABI version this SDK implements (the WIT package version).
-pub const ABI_VERSION: &str = "1.3.0";
+pub const ABI_VERSION: &str = "1.4.0";
 
 /// The WIT source, for hosts that generate bindings or inspect components.
 pub const WIT: &str = include_str!("../wit/policy.wit");

@@ -412,6 +412,14 @@ impl ClusterIndex {
             .map_or(0, |&(_, m)| m)
     }
 
+    /// Summed requests (milli-units) over the node's non-terminal pods, per resource (string
+    /// id), each resource any of them requests.
+    pub fn requested_all(&self, node: u32) -> &[(StrId, i64)] {
+        self.node_requested
+            .get(node as usize)
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// Ready nodes, ascending.
     pub fn ready_nodes(&self) -> &[u32] {
         &self.ready_nodes

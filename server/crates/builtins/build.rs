@@ -22,6 +22,7 @@ const POLICY_CRATES: &[(&str, bool)] = &[
     ("low-node-utilization", true),
     ("test-misbehaving", false),
     ("test-oversized-info", false),
+    ("test-columns", false),
     ("example-pod-age", false),
     ("example-python-twin", false),
     ("remove-pods-violating-node-taints", true),

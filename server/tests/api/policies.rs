@@ -44,7 +44,7 @@ async fn built_ins_are_registered_and_protected() {
     let (status, lnu) = server.get("/api/v1/policies/LowNodeUtilization").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(lnu["extensionPoints"], json!(["balance"]));
-    assert_eq!(lnu["abiVersion"], "1.3.0");
+    assert_eq!(lnu["abiVersion"], "1.4.0");
     assert_eq!(lnu["digest"].as_str().unwrap().len(), 64);
     assert!(lnu["argsSchema"].is_object(), "{lnu:#}");
     assert!(lnu["createdAt"].as_str().unwrap().ends_with('Z'));

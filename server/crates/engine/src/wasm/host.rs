@@ -193,7 +193,7 @@ impl HostState {
         Section::from_id(id).filter(|s| (s.id() as usize) < Section::count_in_layout(self.layout))
     }
 
-    fn session(&mut self) -> wasmtime::Result<&mut EvalSession> {
+    pub(super) fn session(&mut self) -> wasmtime::Result<&mut EvalSession> {
         self.session.as_mut().ok_or_else(|| {
             wasmtime::format_err!(
                 "the cluster and the policy state are not available during info/validate-args"

@@ -96,7 +96,7 @@ pub(super) fn check_imports_exports(
                     supported: ABI_VERSION.to_string(),
                 });
             }
-            if !matches!(rest, "types" | "cluster" | "evictor" | "state") {
+            if !matches!(rest, "types" | "cluster" | "columns" | "evictor" | "state") {
                 return Err(EngineError::ForbiddenImport { name: shown(name) });
             }
             if !minor_supported(version) {
@@ -148,7 +148,8 @@ fn shown(name: &str) -> String {
 const OLDEST_MINOR: u64 = 1;
 
 /// The snapshot layout a guest built against ABI `version` reads: layout 2 (sections 0–9) for
-/// 1.1 and 1.2, layout 3 (plus node annotations and usage) from 1.3.
+/// 1.1 and 1.2, layout 3 (plus node annotations and usage) from 1.3 (1.4 added the `columns`
+/// import, not a layout).
 pub(super) fn layout_of(version: &str) -> u32 {
     let minor = version
         .split('.')

@@ -12,6 +12,7 @@
 //! and cap violations end that evaluation with a [`PolicyFailure`], never the process.
 
 pub mod caps;
+mod columns;
 mod compile;
 mod host;
 mod inspect;
@@ -372,7 +373,7 @@ fn link_inert_wasi_as_traps(
 }
 
 /// The WIT interface name of the cluster imports, as a component imports it.
-const CLUSTER_INTERFACE: &str = "rebalancer:policy/cluster@1.3.0";
+const CLUSTER_INTERFACE: &str = "rebalancer:policy/cluster@1.4.0";
 
 /// The wasmtime configuration of the engine — and of the compiler process, which must produce
 /// artifacts this configuration accepts.
