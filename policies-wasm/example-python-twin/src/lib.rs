@@ -22,7 +22,7 @@
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
-use rebalancer_policy_sdk::model::{ArchivedUsageSource, StrId};
+use rebalancer_policy_sdk::model::StrId;
 use rebalancer_policy_sdk::{
     ArgError, Context, Details, ExtensionPoint, Next, NodeRef, Policy, PolicyInfo,
 };
@@ -298,14 +298,11 @@ impl Policy for PodAgeOnHotNodesRust {
     }
 }
 
-/// The node's measured cpu usage in millicores; `None` without a measurement of cpu (what the
-/// `usage:cpu` column of ABI 1.4 reports as absent).
+/// The node's measured cpu usage in millicores; `None` without a measurement of cpu (exactly
+/// what the `usage:cpu` column of ABI 1.4 reports as absent: a node with no usage source has
+/// no quantities either).
 fn cpu_usage(node: NodeRef<'_>, cpu: StrId) -> Option<i64> {
-    let usage = node.usage();
-    if usage.source == ArchivedUsageSource::None {
-        return None;
-    }
-    usage
+    node.usage()
         .node
         .iter()
         .find(|q| q.resource.to_native() == cpu)
