@@ -28,6 +28,7 @@ mod metrics;
 mod migrations;
 mod policies;
 mod profiles;
+mod python_policy;
 mod queue;
 mod restart;
 mod retention;
