@@ -20,7 +20,7 @@
 //! `cargo build -p example-python-twin --target wasm32-wasip2 --profile policy`.
 
 use std::cmp::Reverse;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use rebalancer_policy_sdk::model::StrId;
 use rebalancer_policy_sdk::{
@@ -314,8 +314,8 @@ fn cpu_usage(node: NodeRef<'_>, cpu: StrId) -> Option<i64> {
 fn update_hot_runs<'a>(
     ctx: &mut Context<'_>,
     hot: &[&'a str],
-) -> Result<HashMap<&'a str, u64>, String> {
-    let mut previous: HashMap<String, u64> = HashMap::new();
+) -> Result<BTreeMap<&'a str, u64>, String> {
+    let mut previous: BTreeMap<String, u64> = HashMap::new();
     for key in ctx.state_keys() {
         let Some(name) = key.strip_prefix(STATE_PREFIX) else {
             continue;
@@ -328,7 +328,7 @@ fn update_hot_runs<'a>(
             .unwrap_or(0);
         previous.insert(name.to_string(), count);
     }
-    let counts: HashMap<&str, u64> = hot
+    let counts: BTreeMap<&str, u64> = hot
         .iter()
         .map(|&name| (name, previous.get(name).copied().unwrap_or(0) + 1))
         .collect();
