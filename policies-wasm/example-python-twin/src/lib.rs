@@ -315,7 +315,7 @@ fn update_hot_runs<'a>(
     ctx: &mut Context<'_>,
     hot: &[&'a str],
 ) -> Result<BTreeMap<&'a str, u64>, String> {
-    let mut previous: BTreeMap<String, u64> = HashMap::new();
+    let mut previous: BTreeMap<String, u64> = BTreeMap::new();
     for key in ctx.state_keys() {
         let Some(name) = key.strip_prefix(STATE_PREFIX) else {
             continue;
