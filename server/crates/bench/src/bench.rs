@@ -1495,6 +1495,12 @@ mod tests {
             build: "release",
             generate_ms: Some(1.0),
             startup_ms: 2.0,
+            uploads: vec![UploadReport {
+                file: "example_python.wasm".into(),
+                policy: "PodAgeOnHotNodes".into(),
+                bytes: 18_584_434,
+                request_ms: 3.0,
+            }],
             ingest: IngestReport {
                 request_ms: 1.0,
                 body_bytes: 10,
