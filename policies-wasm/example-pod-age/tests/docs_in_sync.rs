@@ -1,6 +1,7 @@
 //! The docs quote real files: every fenced block preceded by `<!-- file: PATH -->` in
-//! `docs/writing-a-policy.md` and `docs/abi.md` must equal the file at PATH (relative to the
-//! repository root), so the walkthrough can never drift from the code it explains.
+//! `docs/writing-a-policy.md`, `docs/writing-a-policy-python.md` and `docs/abi.md` must equal the
+//! file at PATH (relative to the repository root), so the walkthrough can never drift from the
+//! code it explains.
 
 use std::path::{Path, PathBuf};
 
@@ -64,4 +65,9 @@ fn writing_a_policy_quotes_the_example_crate() {
 #[test]
 fn abi_quotes_the_wit() {
     check("docs/abi.md", 1);
+}
+
+#[test]
+fn writing_a_policy_in_python_quotes_the_python_example() {
+    check("docs/writing-a-policy-python.md", 1);
 }

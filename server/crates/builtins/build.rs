@@ -9,7 +9,8 @@
 //! Outputs in `OUT_DIR`:
 //! - `builtin_policies.rs`: `&[(&str, &[u8])]` of the built-in modules (file stem, bytes);
 //! - every module as `<crate>.wasm`, whose directory is exported as `REBALANCER_POLICY_WASM_DIR`
-//!   for tests (the hostile test policies and the docs example are built but not embedded).
+//!   for tests (the hostile test policies, the docs example and the Python example's Rust twin
+//!   are built but not embedded).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ const POLICY_CRATES: &[(&str, bool)] = &[
     ("test-oversized-info", false),
     ("test-columns", false),
     ("example-pod-age", false),
+    ("example-python-twin", false),
     ("remove-pods-violating-node-taints", true),
     ("remove-pods-violating-node-affinity", true),
     ("remove-pods-having-too-many-restarts", true),

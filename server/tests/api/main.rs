@@ -30,6 +30,7 @@ mod migrations;
 mod new_policy;
 mod policies;
 mod profiles;
+mod python_policy;
 mod queue;
 mod restart;
 mod retention;

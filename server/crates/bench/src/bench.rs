@@ -63,6 +63,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     pub profile: Option<PathBuf>,
 
+    /// Upload this policy module before storing the profile (repeatable), e.g. the Python
+    /// example policy's component; each upload's time (compile and `info` included) is reported.
+    #[arg(long, value_name = "WASM")]
+    pub upload: Vec<PathBuf>,
+
     /// Keep only these plugins of the profile (comma-separated, e.g.
     /// `RemoveDuplicates,LowNodeUtilization`); DefaultEvictor always stays.
     #[arg(long, value_name = "PLUGINS", value_delimiter = ',')]
@@ -266,6 +271,7 @@ pub struct BenchReport {
     pub build: &'static str,
     pub generate_ms: Option<f64>,
     pub startup_ms: f64,
+    pub uploads: Vec<UploadReport>,
     pub ingest: IngestReport,
     pub profile: ProfileReport,
     /// Rounds run before `runs` and left out of the figures.
@@ -280,6 +286,17 @@ pub struct BenchReport {
     pub peak_rss_after_ingest_bytes: Option<u64>,
     /// Peak RSS of the whole process at the end (`VmHWM`).
     pub peak_rss_bytes: Option<u64>,
+}
+
+/// A module uploaded with `--upload`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UploadReport {
+    pub file: String,
+    pub policy: String,
+    pub bytes: u64,
+    /// The whole `POST /api/v1/policies` request: validation, compile, `info`, persisting.
+    pub request_ms: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -431,6 +448,27 @@ fn measure(
             })
             .unwrap_or_default(),
     };
+
+    // Uploads, before the profile that may name them.
+    let mut uploads = Vec::new();
+    for path in &args.upload {
+        let wasm = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let started = Instant::now();
+        let uploaded = request(
+            addr,
+            "POST",
+            "/api/v1/policies",
+            "application/wasm",
+            Body::Bytes(&wasm),
+        )?
+        .ok_json(&format!("uploading {}", path.display()))?;
+        uploads.push(UploadReport {
+            file: path.display().to_string(),
+            policy: uploaded["name"].as_str().unwrap_or_default().to_string(),
+            bytes: wasm.len() as u64,
+            request_ms: ms(started),
+        });
+    }
 
     // Profile: the chosen document, restricted to registered policies.
     let registered: Vec<String> = request(
@@ -659,6 +697,7 @@ fn measure(
         },
         generate_ms: source.generate_ms,
         startup_ms,
+        uploads,
         ingest,
         profile: ProfileReport {
             source: profile_source,
@@ -829,6 +868,16 @@ fn print_report(out: &mut impl Write, r: &BenchReport) -> io::Result<()> {
         "server start-up (built-ins compiled): {}",
         fmt_ms(r.startup_ms)
     )?;
+    for u in &r.uploads {
+        writeln!(
+            out,
+            "upload {} ({}, {:.1} MB): {} (compile and info included)",
+            u.policy,
+            u.file,
+            u.bytes as f64 / 1e6,
+            fmt_ms(u.request_ms)
+        )?;
+    }
     writeln!(out)?;
     let i = &r.ingest;
     writeln!(
@@ -1446,6 +1495,12 @@ mod tests {
             build: "release",
             generate_ms: Some(1.0),
             startup_ms: 2.0,
+            uploads: vec![UploadReport {
+                file: "example_python.wasm".into(),
+                policy: "PodAgeOnHotNodes".into(),
+                bytes: 18_584_434,
+                request_ms: 3.0,
+            }],
             ingest: IngestReport {
                 request_ms: 1.0,
                 body_bytes: 10,

@@ -11,6 +11,7 @@
 //!   initial sync, RSS, pod updates → revision, live runs against pushed ones.
 //! - [`ingest`] (`ingest`): parse + snapshot build of a cluster file in-process, no server.
 //! - [`state`] (`state`): load and commit a policy state scope through the real store.
+//! - [`module`] (`compile`): a module's size, first compile and load from the disk cache.
 //! - [`soak`] (`soak`): weeks of a periodic schedule with a compressed clock, pruned by the
 //!   server's retention rules: the database and WAL sizes day by day.
 //! - `generate` (in this file): writes a reference cluster (`small`, `medium`, `large`) to
@@ -20,6 +21,7 @@
 mod bench;
 mod ingest;
 mod kube;
+mod module;
 mod native;
 mod soak;
 mod state;
@@ -42,6 +44,8 @@ enum Cli {
     Kube(kube::KubeArgs),
     /// Load and commit a policy state scope through the real store.
     State(state::StateArgs),
+    /// A policy module's size, first compile and load from the compiled-code disk cache.
+    Compile(module::CompileArgs),
     /// Weeks of a periodic schedule with a compressed clock, pruned by the server's retention
     /// rules: the database and WAL sizes day by day.
     Soak(soak::SoakArgs),
@@ -69,6 +73,7 @@ fn main() -> anyhow::Result<()> {
         Cli::Run(args) => bench::run(args),
         Cli::Kube(args) => kube::run(args),
         Cli::State(args) => state::run(args),
+        Cli::Compile(args) => module::run(args),
         Cli::Soak(args) => soak::run(args),
         Cli::Ingest { file } => ingest::run(&file),
         Cli::Generate {

@@ -7,8 +7,9 @@
 //!
 //! Owns: the list of embedded modules ([`modules`]) and, for tests, the directory of every
 //! module the build produced ([`WASM_DIR`]: the built-ins plus the hostile `test-misbehaving`
-//! and `test-oversized-info`, the columns-only `test-columns` and the docs' `example-pod-age`,
-//! which are built but not embedded).
+//! and `test-oversized-info`, the columns-only `test-columns`, the docs' `example-pod-age` and
+//! `example-python-twin`, the Rust twin of the Python example policy, which are built but not
+//! embedded).
 //! Must not: compile or validate modules (that is the engine's job at start-up).
 
 /// `(crate file stem, component bytes)` of every built-in policy module, in build order.

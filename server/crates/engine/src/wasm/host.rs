@@ -78,8 +78,12 @@ pub struct SectionUse {
 pub const MAX_TABLE_ELEMENTS: usize = 1_000_000;
 /// Core instances, linear memories and tables one evaluation may create. A built-in policy
 /// component has a handful of each; multi-memory modules stay possible, but the memory cap
-/// counts all memories together.
-pub const MAX_INSTANCES: usize = 32;
+/// counts all memories together. A componentize-py (Python) component instantiates 38 core
+/// modules (CPython, libc and its emulation libraries, the bindings, and one small adapter or
+/// stub module per WASI interface it was linked against), sharing one memory and 2 tables: 64
+/// instances leave room for a few more libraries while still bounding a component's host
+/// bookkeeping (one instance costs a few KiB of host memory).
+pub const MAX_INSTANCES: usize = 64;
 pub const MAX_MEMORIES: usize = 8;
 pub const MAX_TABLES: usize = 32;
 

@@ -84,10 +84,20 @@ fn default_max_log_lines() -> usize {
     caps::DEFAULT_MAX_LOG_LINES
 }
 
+/// Default upload cap of a module. A policy written in Rust is 0.1–1 MiB; one written in Python
+/// and built with componentize-py carries the CPython interpreter and the standard-library
+/// modules it imports, preinitialised: 18 MB for `policies-wasm/example-python` (the `json`
+/// module and the bindings), up to ~40 MB with more of the standard library or pure-Python
+/// packages. 48 MiB admits those and stays under the 64 MiB `--body-limit` every upload also
+/// passes. Compiling is bounded on its own (`--policy-compile-memory`, 1 GiB address space, of
+/// which the 18 MB Python component needs ~360 MiB; `--policy-compile-timeout-ms`), so a larger
+/// cap does not make compilation unbounded.
+pub const DEFAULT_MAX_MODULE_BYTES: usize = 48 << 20;
+
 impl Default for SandboxLimits {
     fn default() -> Self {
         SandboxLimits {
-            max_module_bytes: 16 << 20,
+            max_module_bytes: DEFAULT_MAX_MODULE_BYTES,
             memory_bytes: 512 << 20,
             timeout_ms: 10_000,
             stack_bytes: 1 << 20,
