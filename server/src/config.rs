@@ -124,6 +124,14 @@ pub struct EvalArgs {
     /// What to print on standard output.
     #[arg(long, value_enum, default_value_t = EvalOutput::Table)]
     pub output: EvalOutput,
+
+    /// Keep compiled policy code in DIR (created when missing) and load it from there on the next
+    /// eval instead of compiling again: the same cache the server keeps (`--policy-cache-dir`),
+    /// keyed by module digest and engine build, so a server's cache directory can be shared.
+    /// A Python component takes tens of seconds to compile and well under one to load
+    /// [default: no cache, every eval compiles].
+    #[arg(long, value_name = "DIR", env = "REBALANCER_POLICY_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// `rebalancer eval --output`.

@@ -19,7 +19,7 @@
 pub mod input;
 pub mod output;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -101,6 +101,8 @@ pub struct LoadedModule {
     pub path: Option<String>,
     /// Checking, compiling (in a child process) and reading `info`, in milliseconds.
     pub load_ms: f64,
+    /// Loaded from `--cache-dir` instead of compiled.
+    pub cached: bool,
 }
 
 /// What an eval produced.
@@ -160,7 +162,7 @@ pub fn evaluate(args: &EvalArgs) -> Result<Evaluated, EvalError> {
     };
     let snapshot = input::snapshot(&args.snapshot, time_ms)?;
 
-    let engine = start_engine()?;
+    let engine = start_engine(args.cache_dir.clone())?;
     let registry = PolicyRegistry::default();
     let mut modules = Vec::new();
     if let Some(path) = &args.policy {
@@ -269,15 +271,16 @@ pub fn evaluate(args: &EvalArgs) -> Result<Evaluated, EvalError> {
 }
 
 /// The server's engine with its default limits: uploads compiled in a child process (this
-/// binary, `compile-module`) within the default compile memory and deadline; nothing cached on
-/// disk.
-fn start_engine() -> Result<Engine, EvalError> {
+/// binary, `compile-module`) within the default compile memory and deadline; compiled code kept
+/// on disk only in `cache_dir` (`--cache-dir`).
+fn start_engine(cache_dir: Option<PathBuf>) -> Result<Engine, EvalError> {
     let program = std::env::current_exe()
         .map_err(|e| EvalError::Internal(format!("the path of this binary is unknown: {e}")))?;
     Engine::new(EngineConfig {
         limits: SandboxLimits::default(),
         compile: CompileSettings {
             isolation: Isolation::Subprocess { program },
+            cache_dir,
             ..CompileSettings::default()
         },
     })
@@ -289,6 +292,7 @@ fn load_file(engine: &Engine, path: &Path) -> Result<LoadedModule, EvalError> {
     let wasm =
         std::fs::read(path).map_err(|e| EvalError::input(path, format!("cannot read it: {e}")))?;
     let started = Instant::now();
+    let loaded_before = engine.compile_stats().loaded;
     let policy = engine.compile(&wasm).map_err(|e| match e {
         EngineError::Internal(m) => EvalError::Internal(m),
         refused => EvalError::input(path, format!("refused ({}): {refused}", refused.code())),
@@ -305,6 +309,7 @@ fn load_file(engine: &Engine, path: &Path) -> Result<LoadedModule, EvalError> {
         policy,
         path: Some(input::shown(path)),
         load_ms: crate::ingest::ms(started),
+        cached: engine.compile_stats().loaded > loaded_before,
     })
 }
 
@@ -338,6 +343,7 @@ fn load_builtin(engine: &Engine, name: &str) -> Result<Option<LoadedModule>, Eva
         return Ok(None);
     };
     let started = Instant::now();
+    let loaded_before = engine.compile_stats().loaded;
     let policy = engine.compile_builtin(wasm).map_err(|e| {
         EvalError::Internal(format!("compiling the built-in policy module {stem}: {e}"))
     })?;
@@ -351,6 +357,7 @@ fn load_builtin(engine: &Engine, name: &str) -> Result<Option<LoadedModule>, Eva
         policy,
         path: None,
         load_ms: crate::ingest::ms(started),
+        cached: engine.compile_stats().loaded > loaded_before,
     }))
 }
 

@@ -79,6 +79,8 @@ pub struct ModuleJson {
     pub path: Option<String>,
     /// Checking and compiling it (in a child process, as an upload) and reading its `info`.
     pub load_ms: f64,
+    /// Loaded from `--cache-dir` instead of compiled.
+    pub cached: bool,
 }
 
 impl EvalJson {
@@ -108,6 +110,7 @@ impl EvalJson {
                     source: if m.path.is_some() { "file" } else { "builtin" }.to_string(),
                     path: m.path.clone(),
                     load_ms: m.load_ms,
+                    cached: m.cached,
                 })
                 .collect(),
             profile: done.spec.clone(),
@@ -172,7 +175,11 @@ pub fn render_table(out: &EvalJson) -> String {
             m.path.clone().unwrap_or_else(|| "built-in".into()),
             m.version.clone(),
             bytes(m.size_bytes),
-            millis(m.load_ms),
+            if m.cached {
+                format!("{} (cached)", millis(m.load_ms))
+            } else {
+                millis(m.load_ms)
+            },
         ]);
     }
     text.push_str(&columns(&rows));
@@ -419,9 +426,9 @@ mod tests {
             },
             "modules": [
                 {"name": "PodLifeTime", "version": "0.36.0", "abiVersion": "1.3.0", "digest": "ab",
-                 "sizeBytes": 204800, "source": "builtin", "path": null, "loadMs": 151.25},
+                 "sizeBytes": 204800, "source": "builtin", "path": null, "loadMs": 151.25, "cached": true},
                 {"name": "TestMisbehaving", "version": "1", "abiVersion": "1.3.0", "digest": "cd",
-                 "sizeBytes": 3_500_000, "source": "file", "path": "bad.wasm", "loadMs": 1520.0}
+                 "sizeBytes": 3_500_000, "source": "file", "path": "bad.wasm", "loadMs": 1520.0, "cached": false}
             ],
             "profile": {
                 "nodeSelector": null, "maxPerNode": null, "maxPerNamespace": null, "maxTotal": null,
@@ -474,7 +481,7 @@ warning: snapshot: 1 Service kept raw
 warning: profile: gracePeriodSeconds: has no effect
 
 MODULE           SOURCE    VERSION  SIZE     LOAD
-PodLifeTime      built-in  0.36.0   200 KiB  151.2 ms
+PodLifeTime      built-in  0.36.0   200 KiB  151.2 ms (cached)
 TestMisbehaving  bad.wasm  1        3.3 MiB  1.52 s
 
 POLICY           PLUGIN SET  POINT       EVAL     CPU     MEMORY   PROPOSED  REFUSED  RESULT

@@ -81,6 +81,38 @@ fn nothing_proposed_exits_0() {
 }
 
 #[test]
+fn cache_dir_keeps_compiled_code_for_the_next_eval() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("compiled");
+    let args = file(&dir, "args.yaml", b"maxPodLifeTimeSeconds: 86400\n");
+    let run = || {
+        let out = eval(&[
+            "--builtin",
+            "PodLifeTime",
+            "--snapshot",
+            &data("cluster.json"),
+            "--args",
+            &args,
+            "--observed-at",
+            OBSERVED_AT,
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--output",
+            "json",
+        ]);
+        assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+        out.json()
+    };
+    let first = run();
+    assert_eq!(first["modules"][0]["cached"], false);
+    let artifacts = std::fs::read_dir(&cache).unwrap().count();
+    assert_eq!(artifacts, 1, "one compiled module in {}", cache.display());
+    let second = run();
+    assert_eq!(second["modules"][0]["cached"], true);
+    assert_eq!(first["proposals"], second["proposals"]);
+}
+
+#[test]
 fn proposals_exit_1_with_the_documented_json_shape() {
     let dir = tempfile::tempdir().unwrap();
     let args = file(&dir, "args.yaml", b"maxPodLifeTimeSeconds: 86400\n");
